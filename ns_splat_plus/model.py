@@ -1,0 +1,174 @@
+"""SplatPlusModel: splatfacto's recipe, device-correct, with pluggable rasterizer and strategy.
+
+Differences from ``SplatfactoModel`` (nerfstudio 1.1.5), and why:
+
+* initial Gaussians come from :mod:`ns_splat_plus.init` (seeded, canonical order, rank-0
+  broadcast) instead of the global RNG; and nothing is put on ``.cuda()`` (splatfacto puts SfM
+  colours and ``Ks`` on cuda:0, which breaks rank k > 0 and the CPU path);
+* rendering goes through :func:`ns_splat_plus.raster.rasterize` (gsplat on CUDA, the PyTorch
+  reference on CPU);
+* the densification strategy comes from :mod:`ns_splat_plus.densify`;
+* LPIPS is built only when its weights are available offline (:mod:`ns_splat_plus.compat`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Literal, Optional, Tuple, Type, Union
+
+import torch
+from pytorch_msssim import SSIM
+
+from nerfstudio.cameras.cameras import Cameras
+from nerfstudio.model_components.lib_bilagrid import BilateralGrid
+from nerfstudio.models.splatfacto import SplatfactoModel, SplatfactoModelConfig, get_viewmat
+from nerfstudio.utils.colors import get_color
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from ns_splat_plus import compat, init
+from ns_splat_plus.raster import Backend, rasterize
+
+
+@dataclass
+class SplatPlusModelConfig(SplatfactoModelConfig):
+    """splatfacto's options, plus the ones below."""
+
+    _target: Type = field(default_factory=lambda: SplatPlusModel)
+    init_seed: Optional[int] = None
+    """Seed of the initial Gaussians; None: the run's --machine.seed. Same seed, identical Gaussians."""
+    rasterizer: Backend = "auto"
+    """auto: gsplat on CUDA, the pure-PyTorch reference on CPU (small scenes only)."""
+    strategy: Literal["default", "mcmc"] = "default"
+    """Densification: gsplat's DefaultStrategy (splatfacto's) or MCMCStrategy, both instrumented."""
+
+
+class SplatPlusModel(SplatfactoModel):
+    config: SplatPlusModelConfig
+
+    def populate_modules(self):
+        settings = init.InitSettings(
+            seed=self.config.init_seed if self.config.init_seed is not None else 42,
+            sh_degree=self.config.sh_degree,
+            random_init=self.config.random_init,
+            num_random=self.config.num_random,
+            random_scale=self.config.random_scale,
+        )
+        if self.seed_points is None and not self.config.random_init:
+            CONSOLE.log("No SfM points in this dataset: starting from random Gaussians (--pipeline.model.random-init).")
+        params = init.initial_gaussians(settings, self.seed_points)
+        params = init.broadcast_from_rank0(params, torch.device(self.kwargs.get("device", "cpu")))
+        self.initial_checksum = init.checksum(params)
+        CONSOLE.log(f"Initial Gaussians: {params['means'].shape[0]}, checksum {self.initial_checksum}")
+        self.gauss_params = torch.nn.ParameterDict({k: torch.nn.Parameter(v) for k, v in params.items()})
+
+        self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
+
+        from torchmetrics.image import PeakSignalNoiseRatio
+
+        self.psnr = PeakSignalNoiseRatio(data_range=1.0)
+        self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)
+        self.lpips = compat.build_lpips()
+        self.step = 0
+        self.crop_box = None
+        if self.config.background_color == "random":
+            # viser's default background: only used when rendering, as in splatfacto
+            self.background_color = torch.tensor([0.1490, 0.1647, 0.2157])
+        else:
+            self.background_color = get_color(self.config.background_color)
+        if self.config.use_bilateral_grid:
+            self.bil_grids = BilateralGrid(
+                num=self.num_train_data,
+                grid_X=self.config.grid_shape[0],
+                grid_Y=self.config.grid_shape[1],
+                grid_W=self.config.grid_shape[2],
+            )
+
+        from ns_splat_plus import densify
+
+        self.strategy = densify.build_strategy(self.config, self.num_train_data)
+        self.strategy_state = self.strategy.initialize_state(scene_scale=1.0)
+
+    def get_outputs(self, camera: Cameras) -> Dict[str, Union[torch.Tensor, List]]:
+        if not isinstance(camera, Cameras):
+            raise TypeError(f"get_outputs expects a Cameras object, got {type(camera).__name__}")
+        if self.training:
+            if camera.shape[0] != 1:
+                raise ValueError("splat-plus trains on one camera at a time")
+            optimized_camera_to_world = self.camera_optimizer.apply_to_camera(camera)
+        else:
+            optimized_camera_to_world = camera.camera_to_worlds
+
+        crop_ids = None
+        if self.crop_box is not None and not self.training:
+            crop_ids = self.crop_box.within(self.means).squeeze()
+            if crop_ids.sum() == 0:
+                return self.get_empty_outputs(
+                    int(camera.width.item()), int(camera.height.item()), self.background_color
+                )
+        g = {k: (v[crop_ids] if crop_ids is not None else v) for k, v in self.gauss_params.items()}
+        colors = torch.cat((g["features_dc"][:, None, :], g["features_rest"]), dim=1)
+
+        scale_factor = self._get_downscale_factor()
+        camera.rescale_output_resolution(1 / scale_factor)
+        viewmat = get_viewmat(optimized_camera_to_world)
+        K = camera.get_intrinsics_matrices().to(viewmat.device)  # splatfacto: .cuda() (cuda:0 on every rank)
+        W, H = int(camera.width.item()), int(camera.height.item())
+        self.last_size = (H, W)
+        camera.rescale_output_resolution(scale_factor)
+
+        if self.config.rasterize_mode not in ("antialiased", "classic"):
+            raise ValueError(f"Unknown rasterize_mode: {self.config.rasterize_mode}")
+        render_mode = "RGB+ED" if (self.config.output_depth_during_training or not self.training) else "RGB"
+        if self.config.sh_degree > 0:
+            sh_degree_to_use = min(self.step // self.config.sh_degree_interval, self.config.sh_degree)
+        else:
+            colors = torch.sigmoid(colors).squeeze(1)
+            sh_degree_to_use = None
+
+        render, alpha, self.info = rasterize(
+            means=g["means"],
+            quats=g["quats"],
+            scales=torch.exp(g["scales"]),
+            opacities=torch.sigmoid(g["opacities"]).squeeze(-1),
+            colors=colors,
+            viewmats=viewmat,
+            Ks=K,
+            width=W,
+            height=H,
+            sh_degree=sh_degree_to_use,
+            render_mode=render_mode,
+            absgrad=getattr(self.strategy, "absgrad", False),
+            rasterize_mode=self.config.rasterize_mode,
+            backend=self.config.rasterizer,
+        )
+        if self.training:
+            self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)
+
+        background = self._get_background_color()
+        rgb = torch.clamp(render[..., :3] + (1 - alpha) * background, 0.0, 1.0)
+        if self.config.use_bilateral_grid and self.training:
+            if camera.metadata is not None and "cam_idx" in camera.metadata:
+                rgb = self._apply_bilateral_grid(rgb, camera.metadata["cam_idx"], H, W)
+        depth_im = None
+        if render_mode == "RGB+ED":
+            depth_im = render[..., 3:4]
+            depth_im = torch.where(alpha > 0, depth_im, depth_im.detach().max()).squeeze(0)
+        if background.shape[0] == 3 and not self.training:
+            background = background.expand(H, W, 3)
+        return {"rgb": rgb.squeeze(0), "depth": depth_im, "accumulation": alpha.squeeze(0), "background": background}
+
+    def get_image_metrics_and_images(
+        self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
+    ) -> Tuple[Dict[str, Optional[float]], Dict[str, torch.Tensor]]:
+        gt_rgb = self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"])
+        predicted_rgb = outputs["rgb"]
+        combined_rgb = torch.cat([gt_rgb, predicted_rgb], dim=1)
+        gt = torch.moveaxis(gt_rgb, -1, 0)[None, ...]
+        pred = torch.moveaxis(predicted_rgb, -1, 0)[None, ...]
+        metrics: Dict[str, Optional[float]] = {
+            "psnr": float(self.psnr(gt, pred).item()),
+            "ssim": float(self.ssim(gt, pred)),
+            # None, never 0, when LPIPS weights are not available offline
+            "lpips": float(self.lpips(gt, pred)) if self.lpips is not None else None,
+        }
+        return metrics, {"img": combined_rgb}
