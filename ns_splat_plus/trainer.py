@@ -1,4 +1,7 @@
-"""SplatPlusTrainer: nerfstudio's Trainer with the pieces splat-plus needs before and around steps."""
+"""SplatPlusTrainer: nerfstudio's Trainer with the pieces splat-plus needs before and around steps.
+
+Thin on purpose: each concern lives in its own module and is called from one place here.
+"""
 
 from __future__ import annotations
 
@@ -22,11 +25,23 @@ class SplatPlusTrainerConfig(TrainerConfig):
 class SplatPlusTrainer(Trainer):
     config: SplatPlusTrainerConfig
 
+    # --- process / device set-up (distributed.py, devices.py) -------------------------------
+
+    def __init__(self, config: SplatPlusTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
+        super().__init__(config, local_rank=local_rank, world_size=world_size)
+
     def setup(self, test_mode="val") -> None:
         model_config = self.config.pipeline.model
         if getattr(model_config, "init_seed", 0) is None:
             model_config.init_seed = self.config.machine.seed  # same on every rank, unlike the global seed
         super().setup(test_mode=test_mode)
+        # --- viewer panel (viewer.py) goes here ---
+
+    # --- optimizer step (gradient averaging: distributed.py; finiteness checks: densify.py) ---
+
+    # --- training loop (warmup.py before step 0) ----------------------------------------------
+
+    # --- checkpoints (compat.py; resume and strategy state: evaluation.py / resume) ----------
 
     def checkpoint_state(self, step: int) -> dict:
         """Everything a checkpoint holds, free of numpy objects (loadable with weights_only=True)."""
