@@ -6,7 +6,6 @@ densification settings) on splat-plus's model, pipeline and trainer.
 
 from __future__ import annotations
 
-from nerfstudio.configs.base_config import ViewerConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
@@ -16,6 +15,7 @@ from ns_splat_plus.datamanager import SplatPlusDataManagerConfig
 from ns_splat_plus.model import SplatPlusModelConfig
 from ns_splat_plus.pipeline import SplatPlusPipelineConfig
 from ns_splat_plus.trainer import SplatPlusTrainerConfig
+from ns_splat_plus.viewer import SplatPlusViewerConfig
 
 
 def splatfacto_optimizers(max_steps: int = 30000) -> dict:
@@ -62,7 +62,7 @@ def splat_plus_trainer_config(method_name: str = "splat-plus", strategy: str = "
             model=SplatPlusModelConfig(strategy=strategy),
         ),
         optimizers=splatfacto_optimizers(),
-        viewer=ViewerConfig(num_rays_per_chunk=1 << 15),
+        viewer=SplatPlusViewerConfig(num_rays_per_chunk=1 << 15),  # auto exit for batch jobs
         vis="viewer",
     )
 

@@ -20,11 +20,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ns_splat_plus.inputs import UserInputError
+
 GAUSSIAN_PARAM_NAMES = ("means", "scales", "quats", "features_dc", "features_rest", "opacities")
 SH_C0 = 0.28209479177387814
 
 
-class InitializationError(ValueError):
+class InitializationError(UserInputError):
     """The points given for initialization cannot be used (empty, non-finite, wrong shape)."""
 
 

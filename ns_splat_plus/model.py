@@ -40,6 +40,24 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     """auto: gsplat on CUDA, the pure-PyTorch reference on CPU (small scenes only)."""
     strategy: Literal["default", "mcmc"] = "default"
     """Densification: gsplat's DefaultStrategy (splatfacto's) or MCMCStrategy, both instrumented."""
+    # --- densification records and gradient checks (densify.py) ---
+    instrumentation: bool = True
+    """Record refine events and gradient summaries (densification.jsonl, writer, console, callbacks) and
+    stop on zero / non-finite gradients. False: gsplat's plain strategy, no checks."""
+    grad_summary_every: int = 100
+    """Steps between two summaries of the per-step means2d gradient norms."""
+    zero_grad_patience: int = 100
+    """Stop when means2d gradients are missing or all exactly zero for this many consecutive steps (0: never)."""
+    warn_no_densify_after: int = 3
+    """Warn when no Gaussian has crossed the densify threshold by this refine (0: never)."""
+    densify_callbacks: List[str] = field(default_factory=list)
+    """Functions called with every densification record, as 'pkg.module:function'."""
+    mcmc_cap_max: int = 1_000_000
+    """MCMC strategy: maximum number of Gaussians."""
+    mcmc_noise_lr: float = 5e5
+    """MCMC strategy: scale of the per-step position noise (times the means' learning rate)."""
+    mcmc_min_opacity: float = 0.005
+    """MCMC strategy: Gaussians at or below this opacity are relocated (gsplat's default)."""
 
 
 class SplatPlusModel(SplatfactoModel):

@@ -30,7 +30,7 @@ class SceneSpec:
     focal: float = 56.0
     n_blobs: int = 160
     wall_cells: int = 8
-    n_points: int = 400
+    n_points: int = 800
     point_noise: float = 0.05
     seed: int = 0
 
@@ -136,9 +136,12 @@ def make_scene(out_dir: Path, spec: SceneSpec = SceneSpec(), with_points: bool =
         f"1 PINHOLE {spec.width} {spec.height} {K[0, 0]} {K[1, 1]} {K[0, 2]} {K[1, 2]}\n"
     )
     if with_points:
+        # like SfM: a point near every Gaussian, then more where the content is (surface samples)
         rng = np.random.default_rng(spec.seed)
-        idx = rng.integers(0, gt["means"].shape[0], spec.n_points)
-        pts = gt["means"].numpy()[idx] + rng.normal(0, spec.point_noise, (spec.n_points, 3))
+        n_gt = gt["means"].shape[0]
+        idx = np.concatenate([np.arange(n_gt), rng.integers(0, n_gt, max(spec.n_points - n_gt, 0))])[: spec.n_points]
+        spread = np.minimum(gt["scales"].numpy()[idx], 0.5) * 0.5
+        pts = gt["means"].numpy()[idx] + rng.normal(0, 1, (len(idx), 3)) * (spread + spec.point_noise)
         rgb = (gt["colors"].numpy()[idx] * 255).round().astype(int)
         (sparse / "points3D.txt").write_text(
             "".join(

@@ -1,0 +1,15 @@
+#!/usr/bin/env python3
+"""Compare a benchmark results.json with a stored baseline; exit 1 with a readable diff on a regression.
+
+    python scripts/quality_gate.py RESULT.json BASELINE.json [-t psnr=0.5%] [-t lpips=0.002] [--two-sided]
+
+Defaults: PSNR and SSIM may drop by at most 0.5 % (relative to the baseline). Exit status 0 within
+tolerance, 1 on a regression or a missing run/metric, 2 on bad input.
+"""
+
+import sys
+
+from ns_splat_plus.benchmarking import gate_main
+
+if __name__ == "__main__":
+    sys.exit(gate_main())

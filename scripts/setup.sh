@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Sets up ns-splat-plus on a fresh machine: a virtual environment in .venv with the package
+# (editable) and its test dependencies, plus headless Chromium for the viewer's browser test.
+#   bash scripts/setup.sh            # then: .venv/bin/python -m pytest -m "not gpu"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+# nerfstudio 1.1.5 pins gsplat 1.4.0; torch comes from PyPI (a CUDA build, which also runs on CPU)
+.venv/bin/python -m pip install --quiet -e '.[test]'
+
+# The viewer test drives a real browser: Debian's chromium + chromium-driver (never downloaded at run time).
+if ! command -v chromedriver >/dev/null 2>&1 || ! { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "setup.sh: install chromium and chromium-driver (e.g. sudo apt-get install chromium chromium-driver) for the viewer test" >&2
+  fi
+fi
+.venv/bin/python -c "import ns_splat_plus, nerfstudio, gsplat, torch; print('ns-splat-plus ready: torch', torch.__version__, '| gsplat', gsplat.__version__)"

@@ -1,0 +1,70 @@
+"""Build and run splat-plus trainers inside the test process (no ns-train subprocess).
+
+    config = trainer_config(scene_dir, out_dir, steps=40)
+    trainer = build_trainer(config)       # what ns-train's train_loop does, minus train()
+    trainer.train()
+    close_writers()                       # nerfstudio's writers are process globals
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+from nerfstudio.utils import writer
+
+from ns_splat_plus.config import splat_plus_trainer_config
+from ns_splat_plus.synthetic import SceneSpec, make_scene
+
+SMALL_SCENE = SceneSpec(n_views=16, width=48, height=36, focal=42.0)
+
+
+def small_scene(out_dir: Path) -> Path:
+    """16 views of 48x36 (the colmap parser's interval split holds out 2 of them)."""
+    return make_scene(out_dir, SMALL_SCENE)
+
+
+def trainer_config(scene: Path, out_dir: Path, steps: int, method_name: str = "splat-plus"):
+    """splat-plus on a CPU, no viewer, no periodic evaluation, a refine every 10 steps from step 10."""
+    config = splat_plus_trainer_config(method_name, strategy="mcmc" if method_name.endswith("mcmc") else "default")
+    config.pipeline.datamanager.data = Path(scene)
+    config.pipeline.datamanager.dataparser = ColmapDataParserConfig()
+    config.machine.device_type = "cpu"
+    config.output_dir = Path(out_dir)
+    config.experiment_name = "test"
+    config.max_num_iterations = steps
+    config.vis = "tensorboard"  # eval_iteration runs only with an event writer
+    config.viewer.quit_on_train_completion = True
+    config.logging.local_writer.enable = False
+    config.steps_per_eval_image = 0
+    config.steps_per_eval_batch = 0
+    config.steps_per_eval_all_images = 0
+    config.steps_per_save = 1000
+    model = config.pipeline.model
+    model.num_downscales = 0
+    model.warmup_length = 10
+    model.refine_every = 10
+    model.sh_degree_interval = 20
+    config.set_timestamp()
+    return config
+
+
+def build_trainer(config):
+    """ns-train's train_loop up to train(): seed, construct, set up."""
+    from nerfstudio.scripts.train import _set_random_seed
+
+    config.save_config()
+    _set_random_seed(config.machine.seed)
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+    return trainer
+
+
+def close_writers() -> None:
+    for event_writer in writer.EVENT_WRITERS:
+        inner = getattr(event_writer, "tb_writer", None)
+        if inner is not None:
+            inner.close()
+    writer.EVENT_WRITERS.clear()
+    writer.EVENT_STORAGE.clear()
+    writer.GLOBAL_BUFFER.clear()

@@ -1,0 +1,170 @@
+"""Resume: --load-dir continues with the Gaussian count, optimizer, strategy state, camera order and
+step of the checkpoint, and ends where the uninterrupted run ends; bad checkpoints are one clear error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
+from ns_splat_plus import checkpoint, evaluation
+from ns_splat_plus.checkpoint import CheckpointError
+
+STEPS = 50
+SAVE_EVERY = 25  # mid-way between refines (every 10 from 10): the strategy statistics are not empty
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The uninterrupted run (checkpoints at 25 and 49) and a run resumed from its step 25."""
+    root = tmp_path_factory.mktemp("resume")
+    scene = small_scene(root / "scene")
+
+    config = trainer_config(scene, root / "full", steps=STEPS)
+    config.steps_per_save = SAVE_EVERY
+    config.save_only_latest_checkpoint = False
+    full = build_trainer(config)
+    full.train()
+    close_writers()
+
+    config = trainer_config(scene, root / "resumed", steps=STEPS)
+    config.load_dir = full.checkpoint_dir
+    config.load_step = SAVE_EVERY
+    resumed = build_trainer(config)
+    at_resume = {
+        "params": {k: v.detach().clone() for k, v in resumed.pipeline.model.gauss_params.items()},
+        "optimizers": {k: _clone(o.state_dict()) for k, o in resumed.optimizers.optimizers.items()},
+        "strategy_state": _clone(resumed.pipeline.model.strategy_state),
+        "start_step": resumed._start_step,
+        "model_step": resumed.pipeline.model.step,
+        "bound": all(
+            o.param_groups[0]["params"][0] is resumed.pipeline.model.gauss_params[k]
+            for k, o in resumed.optimizers.optimizers.items()
+            if k in resumed.pipeline.model.gauss_params
+        ),
+    }
+    resumed.train()
+    close_writers()
+    return full, resumed, at_resume, scene
+
+
+def _clone(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: _clone(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_clone(v) for v in obj)
+    return obj
+
+
+def _assert_same(a, b, where=""):
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a.cpu(), b.cpu()), where
+    elif isinstance(a, dict):
+        assert set(a) == set(b), where
+        for k in a:
+            _assert_same(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a} != {b}"
+
+
+def test_resume_point_holds_the_checkpoint_exactly(runs):
+    full, _, at_resume, _ = runs
+    saved = torch.load(full.checkpoint_dir / f"step-{SAVE_EVERY:09d}.ckpt", map_location="cpu", weights_only=True)
+    assert at_resume["start_step"] == SAVE_EVERY + 1 and at_resume["model_step"] == SAVE_EVERY
+    for name, value in at_resume["params"].items():
+        assert torch.equal(value, saved["pipeline"][f"_model.gauss_params.{name}"]), name
+    _assert_same(at_resume["optimizers"], saved["optimizers"], "optimizers")
+    assert at_resume["bound"], "optimizers still hold the Parameters replaced by load_state_dict (nerfstudio #3554)"
+    _assert_same(at_resume["strategy_state"], saved["strategy_state"], "strategy_state")
+    assert saved["strategy_state"]["count"].sum() > 0  # statistics accumulated since the last refine
+
+
+def test_resumed_run_ends_where_the_uninterrupted_run_ends(runs):
+    full, resumed, _, _ = runs
+    assert resumed.step == full.step == STEPS - 1
+    # densification happened after the resume point, from the restored statistics
+    assert resumed.pipeline.model.num_points == full.pipeline.model.num_points
+    psnr_full = evaluation.evaluate_all_images(full.pipeline).averages(get_std=False)["psnr"]
+    psnr_resumed = evaluation.evaluate_all_images(resumed.pipeline).averages(get_std=False)["psnr"]
+    assert abs(psnr_full - psnr_resumed) < 0.05, (psnr_full, psnr_resumed)
+    for name, value in full.pipeline.model.gauss_params.items():
+        other = resumed.pipeline.model.gauss_params[name]
+        assert torch.allclose(value, other, atol=1e-4), (name, (value - other).abs().max())
+
+
+def test_stray_files_in_the_checkpoint_dir_are_ignored(tmp_path):
+    (tmp_path / "step-000000010.ckpt").write_bytes(b"")
+    (tmp_path / "step-000000020.ckpt.tmp").write_bytes(b"")  # an interrupted save of another version
+    (tmp_path / "notes.txt").write_text("x")
+    assert checkpoint.checkpoint_steps(tmp_path) == [10]
+    assert checkpoint.resolve_checkpoint_path(tmp_path, None, None) == tmp_path / "step-000000010.ckpt"
+    with pytest.raises(CheckpointError, match="--load-step"):
+        checkpoint.resolve_checkpoint_path(tmp_path, 20, None)
+
+
+def _write(path: Path, state) -> Path:
+    torch.save(state, path)
+    return path
+
+
+def test_bad_checkpoints_are_one_clear_error_and_leave_the_trainer_untouched(runs, tmp_path):
+    full, resumed, _, _ = runs
+    good = full.checkpoint_dir / f"step-{SAVE_EVERY:09d}.ckpt"
+    state = torch.load(good, map_location="cpu", weights_only=True)
+    before = {k: v.detach().clone() for k, v in resumed.pipeline.model.gauss_params.items()}
+
+    truncated = tmp_path / "step-000000025.ckpt"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    cases = {
+        "truncated or corrupt": truncated,
+        "written by method 'splat-plus-mcmc'": _write(tmp_path / "mcmc.ckpt", {**state, "method_name": "splat-plus-mcmc"}),
+        "holds no Gaussians": _write(tmp_path / "nerfacto.ckpt", {"step": 3, "pipeline": {"_model.field.w": torch.ones(2)}}),
+        "sh-degree": _write(
+            tmp_path / "sh.ckpt",
+            {**state, "pipeline": {**state["pipeline"], "_model.gauss_params.features_rest": torch.zeros(
+                state["pipeline"]["_model.gauss_params.means"].shape[0], 3, 3)}},
+        ),
+        "inconsistent Gaussian counts": _write(
+            tmp_path / "count.ckpt",
+            {**state, "pipeline": {**state["pipeline"], "_model.gauss_params.scales": torch.zeros(7, 3)}},
+        ),
+    }
+    for expected, path in cases.items():
+        with pytest.raises(CheckpointError) as err:
+            checkpoint.resume(resumed, path)
+        message = str(err.value)
+        assert expected in message and str(path) in message and "What to do" in message, message
+    foreign = tmp_path / "numpy.ckpt"
+    torch.save({"step": 1, "pipeline": {}, "x": __import__("numpy").float64(1.0)}, foreign)
+    with pytest.raises(CheckpointError, match="weights_only"):
+        checkpoint.read_checkpoint(foreign)
+    for name, value in before.items():
+        assert torch.equal(value, resumed.pipeline.model.gauss_params[name])
+
+
+def test_ns_train_with_a_corrupt_checkpoint_prints_one_message_no_traceback(runs, tmp_path):
+    _, _, _, scene = runs
+    load_dir = tmp_path / "nerfstudio_models"
+    load_dir.mkdir()
+    (load_dir / "step-000000025.ckpt").write_bytes(b"PK\x03\x04 not really a checkpoint")
+    ns_train = Path(sys.executable).parent / "ns-train"
+    proc = subprocess.run(
+        [str(ns_train), "splat-plus", "--data", str(scene), "--output-dir", str(tmp_path / "out"),
+         "--machine.device-type", "cpu", "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
+         "--max-num-iterations", "50", "--load-dir", str(load_dir), "colmap"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr[-3000:]
+    assert "step-000000025.ckpt" in proc.stderr and "truncated or corrupt" in proc.stderr, proc.stderr[-3000:]
