@@ -269,6 +269,9 @@ def child_env(
     env = dict(os.environ)
     if standin_home is not None:
         env["TORCH_HOME"] = str(standin_home)
+        # the same baseline methods' checkpoints hold numpy scalars that torch >= 2.6 refuses to load
+        # by default (nerfstudio #3683); splat-plus's own checkpoints never need this
+        env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
     env[PROBE_OUT_ENV] = str(probe_out)
     env["PYTHONUNBUFFERED"] = "1"
     if settings.device_type == "cuda":

@@ -58,6 +58,10 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     """MCMC strategy: scale of the per-step position noise (times the means' learning rate)."""
     mcmc_min_opacity: float = 0.005
     """MCMC strategy: Gaussians at or below this opacity are relocated (gsplat's default)."""
+    eval_max_pixels: Optional[int] = None
+    """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
+    many pixels (same pixels, less memory). None: the largest training render of this process, so that
+    evaluation never needs more rasterizer memory than training; 0: never split."""
 
 
 class SplatPlusModel(SplatfactoModel):
@@ -132,6 +136,8 @@ class SplatPlusModel(SplatfactoModel):
         K = camera.get_intrinsics_matrices().to(viewmat.device)  # splatfacto: .cuda() (cuda:0 on every rank)
         W, H = int(camera.width.item()), int(camera.height.item())
         self.last_size = (H, W)
+        if self.training:
+            self.max_train_pixels = max(getattr(self, "max_train_pixels", 0), H * W)
         camera.rescale_output_resolution(scale_factor)
 
         if self.config.rasterize_mode not in ("antialiased", "classic"):
@@ -158,6 +164,8 @@ class SplatPlusModel(SplatfactoModel):
             absgrad=getattr(self.strategy, "absgrad", False),
             rasterize_mode=self.config.rasterize_mode,
             backend=self.config.rasterizer,
+            # evaluation / viewer renders larger than training's go in strips: same pixels, training's memory
+            rows=None if self.training else _strip_rows(H, W, self._eval_pixel_budget()),
         )
         if self.training:
             self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)
@@ -175,6 +183,11 @@ class SplatPlusModel(SplatfactoModel):
             background = background.expand(H, W, 3)
         return {"rgb": rgb.squeeze(0), "depth": depth_im, "accumulation": alpha.squeeze(0), "background": background}
 
+    def _eval_pixel_budget(self) -> int:
+        if self.config.eval_max_pixels is not None:
+            return self.config.eval_max_pixels
+        return getattr(self, "max_train_pixels", 0)
+
     def get_image_metrics_and_images(
         self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
     ) -> Tuple[Dict[str, Optional[float]], Dict[str, torch.Tensor]]:
@@ -190,3 +203,14 @@ class SplatPlusModel(SplatfactoModel):
             "lpips": float(self.lpips(gt, pred)) if self.lpips is not None else None,
         }
         return metrics, {"img": combined_rgb}
+
+
+STRIP_ALIGN = 16  # gsplat's tile size: strips on tile boundaries render exactly the same pixels
+
+
+def _strip_rows(height: int, width: int, max_pixels: int) -> Optional[List[Tuple[int, int]]]:
+    """Tile-aligned row ranges [top, bottom) of at most ``max_pixels`` each; None: render whole."""
+    if max_pixels <= 0 or height * width <= max_pixels:
+        return None
+    rows = max(STRIP_ALIGN, (max_pixels // max(width, 1)) // STRIP_ALIGN * STRIP_ALIGN)
+    return [(top, min(top + rows, height)) for top in range(0, height, rows)]

@@ -68,3 +68,18 @@ def close_writers() -> None:
     writer.EVENT_WRITERS.clear()
     writer.EVENT_STORAGE.clear()
     writer.GLOBAL_BUFFER.clear()
+
+
+def console_script(name: str) -> str:
+    """Path of a console script (ns-train, ns-eval, torchrun): the one beside this Python if there
+    is one (a venv that is not activated), else the one on PATH (the device's install target)."""
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} is neither beside {sys.executable} nor on PATH")
+    return found

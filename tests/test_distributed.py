@@ -18,7 +18,8 @@ import torch
 from ns_splat_plus import distributed
 from ns_splat_plus.synthetic import SceneSpec, make_scene
 
-BIN = Path(sys.executable).parent
+from inprocess import console_script  # noqa: E402
+
 
 
 # --- camera shards ------------------------------------------------------------------------------------
@@ -183,7 +184,7 @@ def test_a_dying_rank_stops_the_others(tmp_path):
     script.write_text(DYING_RANK_SCRIPT)
     start = time.monotonic()
     proc = subprocess.run(
-        [str(BIN / "torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()), str(script)],
+        [console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()), str(script)],
         capture_output=True, text=True, timeout=120,
     )
     elapsed = time.monotonic() - start
@@ -199,7 +200,7 @@ def test_a_dying_rank_stops_the_others(tmp_path):
 
 def test_cli_rejects_cpu_spawn_and_points_to_torchrun(tmp_path):
     proc = subprocess.run(
-        [str(BIN / "ns-train"), "splat-plus", "--data", str(tmp_path), "--output-dir", str(tmp_path / "out"),
+        [console_script("ns-train"), "splat-plus", "--data", str(tmp_path), "--output-dir", str(tmp_path / "out"),
          "--machine.device-type", "cpu", "--machine.num-devices", "2", "colmap"],
         capture_output=True, text=True, timeout=120,
     )
@@ -213,7 +214,7 @@ def test_cli_rejects_cpu_spawn_and_points_to_torchrun(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_cli_cuda_without_gpu_is_a_clear_error(tmp_path):
     proc = subprocess.run(
-        [str(BIN / "ns-train"), "splat-plus", "--data", str(tmp_path), "--output-dir", str(tmp_path / "out"),
+        [console_script("ns-train"), "splat-plus", "--data", str(tmp_path), "--output-dir", str(tmp_path / "out"),
          "--machine.num-devices", "2", "colmap"],
         capture_output=True, text=True, timeout=120, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
     )
@@ -227,8 +228,8 @@ def test_cli_cuda_without_gpu_is_a_clear_error(tmp_path):
 def test_torchrun_two_cpu_ranks_stay_identical_through_densification(tmp_path):
     scene = make_scene(tmp_path / "scene", SceneSpec(n_views=24, width=64, height=48))
     cmd = [
-        str(BIN / "torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()),
-        str(BIN / "ns-train"), "splat-plus", "--data", str(scene), "--output-dir", str(tmp_path / "out"),
+        console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()),
+        console_script("ns-train"), "splat-plus", "--data", str(scene), "--output-dir", str(tmp_path / "out"),
         "--experiment-name", "dp", "--timestamp", "run",
         "--machine.device-type", "cpu", "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
         "--logging.local-writer.enable", "False",
@@ -325,11 +326,11 @@ def test_two_gpus_train_identical_replicas(tmp_path, launcher):
         "--data-parallel.replica-check-every", "10",
     ]  # fmt: skip
     if launcher == "spawn":
-        cmd = [str(BIN / "ns-train"), *train_args, "--machine.num-devices", "2", "colmap"]
+        cmd = [console_script("ns-train"), *train_args, "--machine.num-devices", "2", "colmap"]
         expected = "splat-plus: using 2 of 2 GPUs via ns-train (spawned processes, NCCL)"
     else:
-        cmd = [str(BIN / "torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()),
-               str(BIN / "ns-train"), *train_args, "colmap"]  # fmt: skip
+        cmd = [console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()),
+               console_script("ns-train"), *train_args, "colmap"]  # fmt: skip
         expected = "splat-plus: using 2 of 2 GPUs via torchrun (1 node x 2 processes, NCCL)"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0,1")}
     if len(env["CUDA_VISIBLE_DEVICES"].split(",")) > 2:

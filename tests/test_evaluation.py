@@ -126,7 +126,9 @@ def test_ns_eval_cli_writes_nerfstudio_json_with_split_per_image_and_null_lpips(
     config_path = trained.base_dir / "config.yml"
     out = tmp_path / "metrics.json"
     env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
-    ns_eval = Path(sys.executable).parent / "ns-eval"
+    from inprocess import console_script
+
+    ns_eval = console_script("ns-eval")
     proc = subprocess.run(
         [str(ns_eval), "--load-config", str(config_path), "--output-path", str(out)],
         capture_output=True, text=True, timeout=300, env=env,

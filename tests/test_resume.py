@@ -158,7 +158,9 @@ def test_ns_train_with_a_corrupt_checkpoint_prints_one_message_no_traceback(runs
     load_dir = tmp_path / "nerfstudio_models"
     load_dir.mkdir()
     (load_dir / "step-000000025.ckpt").write_bytes(b"PK\x03\x04 not really a checkpoint")
-    ns_train = Path(sys.executable).parent / "ns-train"
+    from inprocess import console_script
+
+    ns_train = console_script("ns-train")
     proc = subprocess.run(
         [str(ns_train), "splat-plus", "--data", str(scene), "--output-dir", str(tmp_path / "out"),
          "--machine.device-type", "cpu", "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",

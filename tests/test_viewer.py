@@ -30,7 +30,8 @@ from ns_splat_plus.viewer import (
     resolve_quit_on_train_completion,
 )
 
-BIN = Path(sys.executable).parent
+from inprocess import console_script  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
@@ -353,7 +354,7 @@ def viewer_run(tmp_path_factory, browser):
     scene = make_scene(tmp / "scene", SceneSpec(n_views=16, width=48, height=36, focal=42.0))
     out, log = tmp / "out", tmp / "ns-train.log"
     port = _free_port()
-    cmd = [str(BIN / "ns-train"), "splat-plus", "--data", str(scene), "--output-dir", str(out),
+    cmd = [console_script("ns-train"), "splat-plus", "--data", str(scene), "--output-dir", str(out),
            "--max-num-iterations", str(NS_TRAIN_STEPS), "--viewer.websocket-port", str(port), *RUN_ARGS, "colmap"]
     env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
     env["PYTHONUNBUFFERED"] = "1"
@@ -441,7 +442,7 @@ def test_ns_viewer_opens_the_finished_run(viewer_run, browser):
     config = _run_dir(viewer_run["out"]) / "config.yml"
     log = viewer_run["out"] / "ns-viewer.log"
     port = _free_port()
-    cmd = [str(BIN / "ns-viewer"), "--load-config", str(config), "--viewer.websocket-host", "127.0.0.1",
+    cmd = [console_script("ns-viewer"), "--load-config", str(config), "--viewer.websocket-host", "127.0.0.1",
            "--viewer.websocket-port", str(port)]
     with open(log, "w") as log_file:
         process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,

@@ -9,7 +9,9 @@ height, n_cameras), so densification runs on CPU too.
 
 from __future__ import annotations
 
-from typing import Dict, Literal, Optional, Tuple
+from typing import Dict, List, Literal, Optional, Sequence, Tuple
+
+import math
 
 import torch
 from torch import Tensor
@@ -35,10 +37,21 @@ def rasterize(
     absgrad: bool = False,
     rasterize_mode: Literal["classic", "antialiased"] = "classic",
     backend: Backend = "auto",
+    rows: Optional[Sequence[Tuple[int, int]]] = None,
 ) -> Tuple[Tensor, Tensor, Dict]:
-    """Render Gaussians to ``C`` images; see gsplat.rasterization for the argument conventions."""
+    """Render Gaussians to ``C`` images; see gsplat.rasterization for the argument conventions.
+
+    ``rows``: render the image as horizontal strips [top, bottom) (tile-aligned tops), one after the
+    other, with the projection of the whole image: the same pixels with a fraction of the
+    rasterizer's memory (its tile-intersection buffers grow with the pixel count). No autograd.
+    """
     if backend == "auto":
         backend = "gsplat" if means.is_cuda else "reference"
+    if rows is not None and backend == "gsplat":
+        if not means.is_cuda:
+            raise ValueError("the gsplat backend needs CUDA tensors; use backend='reference' on the CPU")
+        return _gsplat_strips(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
+                              near_plane, far_plane, render_mode, rasterize_mode, rows)
     if backend == "gsplat":
         if not means.is_cuda:
             raise ValueError("the gsplat backend needs CUDA tensors; use backend='reference' on the CPU")
@@ -82,8 +95,66 @@ def rasterize(
             render_mode=render_mode,
             absgrad=absgrad,
             rasterize_mode=rasterize_mode,
+            rows=rows,
         )
     raise ValueError(f"unknown rasterization backend {backend!r} (expected auto, gsplat or reference)")
+
+
+@torch.no_grad()
+def _gsplat_strips(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
+                   near_plane, far_plane, render_mode, rasterize_mode, rows) -> Tuple[Tensor, Tensor, Dict]:
+    """gsplat's rasterization() pipeline (projection, SH, tiles, pixels), tiles and pixels per strip."""
+    from gsplat.cuda._wrapper import (
+        fully_fused_projection,
+        isect_offset_encode,
+        isect_tiles,
+        rasterize_to_pixels,
+        spherical_harmonics,
+    )
+
+    C = viewmats.shape[0]
+    radii, means2d, depths, conics, compensations = fully_fused_projection(
+        means, None, quats, scales, viewmats, Ks, width, height, eps2d=0.3, packed=False,
+        near_plane=near_plane, far_plane=far_plane, calc_compensations=rasterize_mode == "antialiased",
+    )  # fmt: skip
+    opacities = opacities.repeat(C, 1)
+    if compensations is not None:
+        opacities = opacities * compensations
+    if sh_degree is None:
+        colors = colors.expand(C, -1, -1) if colors.dim() == 2 else colors
+    else:
+        dirs = means[None, :, :] - torch.inverse(viewmats)[:, None, :3, 3]
+        shs = colors.expand(C, -1, -1, -1) if colors.dim() == 3 else colors
+        colors = torch.clamp_min(spherical_harmonics(sh_degree, dirs, shs, masks=radii > 0) + 0.5, 0.0)
+    if render_mode == "RGB+ED":
+        colors = torch.cat((colors, depths[..., None]), dim=-1)
+    tile_size = 16
+    tile_width = math.ceil(width / tile_size)
+    renders: List[Tensor] = []
+    alphas: List[Tensor] = []
+    for top, bottom in rows:
+        strip_means2d = means2d.clone()
+        strip_means2d[..., 1] -= top
+        tile_height = math.ceil((bottom - top) / tile_size)
+        _, isect_ids, flatten_ids = isect_tiles(
+            strip_means2d, radii, depths, tile_size, tile_width, tile_height, packed=False, n_cameras=C
+        )
+        offsets = isect_offset_encode(isect_ids, C, tile_width, tile_height)
+        render, alpha = rasterize_to_pixels(
+            strip_means2d, conics, colors, opacities, width, bottom - top, tile_size, offsets, flatten_ids
+        )
+        renders.append(render)
+        alphas.append(alpha)
+        del isect_ids, flatten_ids, offsets  # free before the next strip
+    render_colors = torch.cat(renders, dim=1)
+    render_alphas = torch.cat(alphas, dim=1)
+    if render_mode == "RGB+ED":
+        render_colors = torch.cat(
+            [render_colors[..., :-1], render_colors[..., -1:] / render_alphas.clamp(min=1e-10)], dim=-1
+        )
+    info = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics, "width": width,
+            "height": height, "n_cameras": C, "gaussian_ids": None, "camera_ids": None}  # fmt: skip
+    return render_colors, render_alphas, info
 
 
 __all__ = ["rasterize", "Backend"]

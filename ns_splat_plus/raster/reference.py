@@ -13,7 +13,7 @@ captures.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from gsplat.cuda._torch_impl import (
@@ -46,6 +46,7 @@ def reference_rasterization(
     absgrad: bool = False,
     rasterize_mode: str = "classic",
     eps2d: float = 0.3,
+    rows: Optional[Sequence[Tuple[int, int]]] = None,
 ) -> Tuple[Tensor, Tensor, Dict]:
     if render_mode not in ("RGB", "RGB+ED"):
         raise ValueError(f"reference rasterizer supports render_mode RGB and RGB+ED, not {render_mode}")
@@ -81,12 +82,16 @@ def reference_rasterization(
     absgrad_parts: List[Tensor] = []
     renders, alphas = [], []
     for c in range(C):
-        render, alpha = _composite_camera(
-            means2d[c], conics[c], opacities_c[c], colors_c[c], depths[c], radii[c], width, height,
-            absgrad_sink=absgrad_parts if absgrad else None, camera_index=c,
-        )
-        renders.append(render)
-        alphas.append(alpha)
+        strips = []
+        for top, bottom in rows if rows is not None else [(0, height)]:
+            # a strip is the image with the principal point moved up by `top` rows
+            offset = torch.tensor([0.0, float(top)], dtype=means2d.dtype, device=means2d.device)
+            strips.append(_composite_camera(
+                means2d[c] - offset if top else means2d[c], conics[c], opacities_c[c], colors_c[c], depths[c], radii[c], width,
+                bottom - top, absgrad_sink=absgrad_parts if absgrad else None, camera_index=c,
+            ))  # fmt: skip
+        renders.append(torch.cat([r for r, _ in strips], dim=0))
+        alphas.append(torch.cat([a for _, a in strips], dim=0))
     render_colors = torch.stack(renders, 0)
     render_alphas = torch.stack(alphas, 0)
     if render_mode == "RGB+ED":
