@@ -171,7 +171,10 @@ class SplatPlusModel(SplatfactoModel):
             self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)
 
         background = self._get_background_color()
-        rgb = torch.clamp(render[..., :3] + (1 - alpha) * background, 0.0, 1.0)
+        if self.training:
+            rgb = torch.clamp(render[..., :3] + (1 - alpha) * background, 0.0, 1.0)
+        else:  # no autograd here: composite in place, no full-resolution temporaries
+            rgb = render[..., :3].addcmul_(1 - alpha, background).clamp_(0.0, 1.0)
         if self.config.use_bilateral_grid and self.training:
             if camera.metadata is not None and "cam_idx" in camera.metadata:
                 rgb = self._apply_bilateral_grid(rgb, camera.metadata["cam_idx"], H, W)
@@ -191,18 +194,35 @@ class SplatPlusModel(SplatfactoModel):
     def get_image_metrics_and_images(
         self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
     ) -> Tuple[Dict[str, Optional[float]], Dict[str, torch.Tensor]]:
-        gt_rgb = self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"])
         predicted_rgb = outputs["rgb"]
-        combined_rgb = torch.cat([gt_rgb, predicted_rgb], dim=1)
-        gt = torch.moveaxis(gt_rgb, -1, 0)[None, ...]
-        pred = torch.moveaxis(predicted_rgb, -1, 0)[None, ...]
+        H, W = predicted_rgb.shape[:2]
+        budget = self._eval_pixel_budget()
+        if budget > 0 and H * W > budget:
+            # larger than what training renders: PSNR/SSIM on the host, so that the device never
+            # holds more full-resolution images than training needs (same formulas, same numbers)
+            import pytorch_msssim
+            from torchmetrics.functional.image import peak_signal_noise_ratio
+
+            image = batch["image"].cpu()
+            image = image.float() / 255.0 if image.dtype == torch.uint8 else image.float()
+            gt_rgb = self.composite_with_background(image, outputs["background"].cpu())
+            predicted_rgb = predicted_rgb.cpu()
+            gt = torch.moveaxis(gt_rgb, -1, 0)[None, ...]
+            pred = torch.moveaxis(predicted_rgb, -1, 0)[None, ...]
+            psnr = peak_signal_noise_ratio(pred, gt, data_range=1.0)
+            ssim = pytorch_msssim.ssim(gt, pred, data_range=1.0, size_average=True)
+        else:
+            gt_rgb = self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"])
+            gt = torch.moveaxis(gt_rgb, -1, 0)[None, ...]
+            pred = torch.moveaxis(predicted_rgb, -1, 0)[None, ...]
+            psnr, ssim = self.psnr(gt, pred), self.ssim(gt, pred)
         metrics: Dict[str, Optional[float]] = {
-            "psnr": float(self.psnr(gt, pred).item()),
-            "ssim": float(self.ssim(gt, pred)),
+            "psnr": float(psnr.item()),
+            "ssim": float(ssim),
             # None, never 0, when LPIPS weights are not available offline
-            "lpips": float(self.lpips(gt, pred)) if self.lpips is not None else None,
+            "lpips": float(self.lpips(gt.to(self.device), pred.to(self.device))) if self.lpips is not None else None,
         }
-        return metrics, {"img": combined_rgb}
+        return metrics, {"img": torch.cat([gt_rgb, predicted_rgb], dim=1)}
 
 
 STRIP_ALIGN = 16  # gsplat's tile size: strips on tile boundaries render exactly the same pixels

@@ -120,16 +120,21 @@ def test_strip_rendering_gives_the_same_image():
             model = trainer.pipeline.model
             model.eval()
             camera = trainer.pipeline.datamanager.eval_dataset.cameras[0:1]
+            batch = trainer.pipeline.datamanager.cached_eval[0]
             model.config.eval_max_pixels = 0
             whole = model.get_outputs_for_camera(camera)
+            whole_metrics, _ = model.get_image_metrics_and_images(whole, batch)
             model.config.eval_max_pixels = 16 * 48  # one tile row per strip at width 48
             strips = model.get_outputs_for_camera(camera)
+            strips_metrics, _ = model.get_image_metrics_and_images(strips, batch)  # the host-side metric path
         finally:
             close_writers()
     assert whole["rgb"].shape == strips["rgb"].shape == (36, 48, 3)
     assert torch.allclose(whole["rgb"], strips["rgb"], atol=1e-5)
     assert torch.allclose(whole["accumulation"], strips["accumulation"], atol=1e-5)
     assert torch.allclose(whole["depth"], strips["depth"], atol=1e-4, rtol=1e-4)
+    assert strips_metrics["psnr"] == pytest.approx(whole_metrics["psnr"], abs=1e-3)
+    assert strips_metrics["ssim"] == pytest.approx(whole_metrics["ssim"], abs=1e-5)
 
 
 @pytest.mark.gpu
