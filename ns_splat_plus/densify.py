@@ -63,8 +63,14 @@ JSONL_NAME = "densification.jsonl"
 EVENTS = ("start", "refine", "opacity_reset", "gradient_summary", "warning", "error")
 
 
-class TrainingHealthError(RuntimeError):
-    """Training cannot lead anywhere useful (zero or non-finite gradients); the message says why."""
+class TrainingHealthError(SystemExit):
+    """Training cannot lead anywhere useful (zero or non-finite gradients); the message says why.
+
+    A SystemExit, like checkpoint.CheckpointError: ns-train has no error handler, and a SystemExit
+    prints its one message and exits with status 1, without a traceback."""
+
+    def __str__(self) -> str:
+        return str(self.code)
 
 
 # --- ranks --------------------------------------------------------------------------------------
@@ -701,29 +707,38 @@ def _relocation(opacities, scales, ratios, binoms):
     return compute_relocation_torch(opacities, scales, ratios, binoms)
 
 
-@torch.no_grad()
-def relocate_torch(params, optimizers, mask: Tensor, binoms: Tensor, min_opacity: float) -> None:
-    """gsplat.strategy.ops.relocate with a device-independent relocation formula."""
-    opacities = torch.sigmoid(params["opacities"])
-    dead_indices = mask.nonzero(as_tuple=True)[0]
-    alive_indices = (~mask).nonzero(as_tuple=True)[0]
-    n = len(dead_indices)
-    eps = torch.finfo(torch.float32).eps
-    probs = opacities[alive_indices].flatten()
-    sampled_idxs = alive_indices[gsplat_ops._multinomial_sample(probs, n, replacement=True)]
+def _relocated_writer(params, opacities: Tensor, sampled_idxs: Tensor, binoms: Tensor, min_opacity: float):
+    """The MCMC relocation of the sampled Gaussians (the paper's Eq. 9, shared by relocate and add):
+    a function writing their new opacity and scale into a parameter tensor, as gsplat's ops do."""
     new_opacities, new_scales = _relocation(
         opacities[sampled_idxs].flatten(),
         torch.exp(params["scales"])[sampled_idxs],
         torch.bincount(sampled_idxs)[sampled_idxs] + 1,
         binoms,
     )
-    new_opacities = torch.clamp(new_opacities, max=1.0 - eps, min=min_opacity)
+    new_opacities = torch.clamp(new_opacities, max=1.0 - torch.finfo(torch.float32).eps, min=min_opacity)
 
-    def param_fn(name: str, p: Tensor) -> Tensor:
+    def write(name: str, p: Tensor) -> None:
         if name == "opacities":
             p[sampled_idxs] = torch.logit(new_opacities).reshape(p[sampled_idxs].shape)
         elif name == "scales":
             p[sampled_idxs] = torch.log(new_scales)
+
+    return write
+
+
+@torch.no_grad()
+def relocate_torch(params, optimizers, mask: Tensor, binoms: Tensor, min_opacity: float) -> None:
+    """gsplat.strategy.ops.relocate with a device-independent relocation formula."""
+    opacities = torch.sigmoid(params["opacities"])
+    dead_indices = mask.nonzero(as_tuple=True)[0]
+    alive_indices = (~mask).nonzero(as_tuple=True)[0]
+    probs = opacities[alive_indices].flatten()
+    sampled_idxs = alive_indices[gsplat_ops._multinomial_sample(probs, len(dead_indices), replacement=True)]
+    write_relocated = _relocated_writer(params, opacities, sampled_idxs, binoms, min_opacity)
+
+    def param_fn(name: str, p: Tensor) -> Tensor:
+        write_relocated(name, p)
         p[dead_indices] = p[sampled_idxs]
         return torch.nn.Parameter(p)
 
@@ -738,21 +753,11 @@ def relocate_torch(params, optimizers, mask: Tensor, binoms: Tensor, min_opacity
 def sample_add_torch(params, optimizers, n: int, binoms: Tensor, min_opacity: float) -> None:
     """gsplat.strategy.ops.sample_add with a device-independent relocation formula."""
     opacities = torch.sigmoid(params["opacities"])
-    eps = torch.finfo(torch.float32).eps
     sampled_idxs = gsplat_ops._multinomial_sample(opacities.flatten(), n, replacement=True)
-    new_opacities, new_scales = _relocation(
-        opacities[sampled_idxs].flatten(),
-        torch.exp(params["scales"])[sampled_idxs],
-        torch.bincount(sampled_idxs)[sampled_idxs] + 1,
-        binoms,
-    )
-    new_opacities = torch.clamp(new_opacities, max=1.0 - eps, min=min_opacity)
+    write_relocated = _relocated_writer(params, opacities, sampled_idxs, binoms, min_opacity)
 
     def param_fn(name: str, p: Tensor) -> Tensor:
-        if name == "opacities":
-            p[sampled_idxs] = torch.logit(new_opacities).reshape(p[sampled_idxs].shape)
-        elif name == "scales":
-            p[sampled_idxs] = torch.log(new_scales)
+        write_relocated(name, p)
         return torch.nn.Parameter(torch.cat([p, p[sampled_idxs]]))
 
     def optimizer_fn(key: str, v: Tensor) -> Tensor:

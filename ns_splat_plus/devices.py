@@ -287,21 +287,25 @@ def _resolve_external(
         )
     warnings: List[str] = []
     nodes = f"{ranks.num_nodes} node{'s' if ranks.num_nodes > 1 else ''} x {ranks.local_world_size} processes"
+    # each process is one rank: ns-train's own launcher starts just this one
+    from_ranks = dict(
+        launcher=ranks.launcher,
+        device_type=device_type,
+        world_size=ranks.world_size,
+        rank=ranks.rank,
+        local_rank=ranks.local_rank,
+        local_world_size=ranks.local_world_size,
+        num_nodes=ranks.num_nodes,
+        num_devices_for_launch=1,
+        master_addr=ranks.master_addr,
+        master_port=ranks.master_port,
+    )
     if device_type != "cuda":
         return DevicePlan(
-            launcher=ranks.launcher,
-            device_type=device_type,
-            world_size=ranks.world_size,
-            rank=ranks.rank,
-            local_rank=ranks.local_rank,
-            local_world_size=ranks.local_world_size,
-            num_nodes=ranks.num_nodes,
-            num_devices_for_launch=1,
+            **from_ranks,
             device_index=None,
             gpus_visible=0,
             message=f"splat-plus: using {ranks.world_size} CPU processes (0 GPUs) via {ranks.launcher} ({nodes}, gloo)",
-            master_addr=ranks.master_addr,
-            master_port=ranks.master_port,
         )
     if cuda_count == 0:
         raise DeviceResolutionError(
@@ -327,20 +331,11 @@ def _resolve_external(
         )
     total = per_node * ranks.num_nodes
     return DevicePlan(
-        launcher=ranks.launcher,
-        device_type=device_type,
-        world_size=ranks.world_size,
-        rank=ranks.rank,
-        local_rank=ranks.local_rank,
-        local_world_size=ranks.local_world_size,
-        num_nodes=ranks.num_nodes,
-        num_devices_for_launch=1,
+        **from_ranks,
         device_index=device_index,
         gpus_visible=per_node,
         message=f"splat-plus: using {ranks.world_size} of {total} GPUs via {ranks.launcher} ({nodes}, NCCL)",
         warnings=tuple(warnings),
-        master_addr=ranks.master_addr,
-        master_port=ranks.master_port,
     )
 
 

@@ -204,7 +204,8 @@ def test_panel_without_a_server_records_values():
 
 # --- the real thing: ns-train with the viewer, in headless Chromium ---------------------------------
 
-NS_TRAIN_STEPS = 70  # refines at steps 40 and 60 (gsplat waits num_images + refine_every steps after a reset)
+NS_TRAIN_STEPS = 300  # refines from step 40 on (gsplat waits num_images + refine_every steps after a reset); long
+# enough that the page can pause the run after its first refine even on a fast machine
 RUN_ARGS = [
     "--machine.device-type", "cpu",
     "--vis", "viewer",
@@ -213,6 +214,7 @@ RUN_ARGS = [
     "--pipeline.model.num-downscales", "0",
     "--pipeline.model.warmup-length", "20",
     "--pipeline.model.refine-every", "20",
+    "--pipeline.model.stop-split-at", "90",  # refines at 40, 60, 80; then cheap steps until the end
     "--pipeline.model.sh-degree-interval", "100",
     "--pipeline.model.grad-summary-every", "10",
 ]
