@@ -173,19 +173,16 @@ def describe_devices(device: Any, world_size: int, local_rank: int = 0, environ:
     """One line on the ranks and accelerators of this run (computed once at set-up)."""
     import torch
 
-    environ = os.environ if environ is None else environ
-    if environ.get("TORCHELASTIC_RUN_ID"):
-        launcher = "torchrun"
-    elif world_size > 1 and environ.get("SLURM_PROCID") is not None and int(environ.get("SLURM_NTASKS", "1")) > 1:
-        launcher = "srun"
-    elif world_size > 1:
-        launcher = "ns-train spawn"
+    from ns_splat_plus.devices import rank_environment
+
+    ranks = rank_environment(os.environ if environ is None else environ)  # torchrun / srun, as devices.py reads them
+    if ranks is not None:
+        launcher = ranks.launcher
     else:
-        launcher = "single process"
+        launcher = "ns-train spawn" if world_size > 1 else "single process"
     text = f"{world_size} rank{'s' if world_size != 1 else ''} ({launcher})"
-    local_world = environ.get("LOCAL_WORLD_SIZE")
-    if world_size > 1 and local_world and local_world.isdigit() and 0 < int(local_world) < world_size:
-        text += f" on {world_size // int(local_world)} nodes"
+    if ranks is not None and ranks.num_nodes > 1:
+        text += f" on {ranks.num_nodes} nodes"
     device = torch.device(device)
     if device.type == "cuda" and torch.cuda.is_available():
         index = local_rank if device.index is None else device.index
