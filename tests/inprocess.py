@@ -83,3 +83,26 @@ def console_script(name: str) -> str:
     if found is None:
         raise FileNotFoundError(f"{name} is neither beside {sys.executable} nor on PATH")
     return found
+
+
+def assert_bitwise_equal(a, b, where: str = "state") -> None:
+    """Bitwise equality of nested dicts / lists / tuples of tensors, arrays and plain values
+    (tensors must also agree in dtype, shape and device); ``where`` names the first difference."""
+    import numpy as np
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, where
+        assert a.device == b.device and torch.equal(a, b), where
+    elif isinstance(a, np.ndarray):
+        assert np.array_equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            assert_bitwise_equal(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_bitwise_equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a} != {b}"

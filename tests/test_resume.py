@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from inprocess import build_trainer, close_writers, small_scene, trainer_config
+from inprocess import assert_bitwise_equal, build_trainer, close_writers, small_scene, trainer_config
 from ns_splat_plus import checkpoint, evaluation
 from ns_splat_plus.checkpoint import CheckpointError
 
@@ -63,30 +63,15 @@ def _clone(obj):
     return obj
 
 
-def _assert_same(a, b, where=""):
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a.cpu(), b.cpu()), where
-    elif isinstance(a, dict):
-        assert set(a) == set(b), where
-        for k in a:
-            _assert_same(a[k], b[k], f"{where}/{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            _assert_same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, f"{where}: {a} != {b}"
-
-
 def test_resume_point_holds_the_checkpoint_exactly(runs):
     full, _, at_resume, _ = runs
     saved = torch.load(full.checkpoint_dir / f"step-{SAVE_EVERY:09d}.ckpt", map_location="cpu", weights_only=True)
     assert at_resume["start_step"] == SAVE_EVERY + 1 and at_resume["model_step"] == SAVE_EVERY
     for name, value in at_resume["params"].items():
         assert torch.equal(value, saved["pipeline"][f"_model.gauss_params.{name}"]), name
-    _assert_same(at_resume["optimizers"], saved["optimizers"], "optimizers")
+    assert_bitwise_equal(at_resume["optimizers"], saved["optimizers"], "optimizers")
     assert at_resume["bound"], "optimizers still hold the Parameters replaced by load_state_dict (nerfstudio #3554)"
-    _assert_same(at_resume["strategy_state"], saved["strategy_state"], "strategy_state")
+    assert_bitwise_equal(at_resume["strategy_state"], saved["strategy_state"], "strategy_state")
     assert saved["strategy_state"]["count"].sum() > 0  # statistics accumulated since the last refine
 
 

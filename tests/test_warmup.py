@@ -12,7 +12,7 @@ import torch
 
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
-from inprocess import build_trainer, close_writers, small_scene, trainer_config
+from inprocess import assert_bitwise_equal, build_trainer, close_writers, small_scene, trainer_config
 from ns_splat_plus import densify, warmup
 
 
@@ -31,25 +31,6 @@ def _run_steps(trainer, steps):
         trainer.train_iteration(step)
         for cb in trainer.callbacks:
             cb.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
-
-
-def _same(a, b, where="state"):
-    """Bitwise equality of nested containers of tensors / numbers / arrays."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, where
-        assert a.device == b.device and torch.equal(a, b), where
-    elif isinstance(a, np.ndarray):
-        assert np.array_equal(a, b), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            _same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            _same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def _capture(trainer):
@@ -107,7 +88,7 @@ def test_warmup_restores_every_parameter_optimizer_and_rng_state_bitwise(scene, 
     for name, ps in before["optimizer_params"].items():
         assert all(a is b for a, b in zip(after["optimizer_params"][name], ps)), name
     for key in ("params", "optimizers", "schedulers", "scaler", "rng", "sampling", "strategy_state", "model_step"):
-        _same(before[key], after[key], key)
+        assert_bitwise_equal(before[key], after[key], key)
     assert any(len(s["state"]) for s in before["optimizers"].values())  # there was optimizer state to restore
 
 
