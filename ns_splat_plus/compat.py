@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import numbers
 from pathlib import Path
 from typing import Any, Optional
 
@@ -64,6 +63,4 @@ def weights_only_safe(obj: Any) -> Any:
         return torch.from_numpy(obj)
     if isinstance(obj, np.generic):
         return obj.item()
-    if isinstance(obj, numbers.Number) or obj is None or isinstance(obj, (str, bool, torch.Tensor)):
-        return obj
-    return obj
+    return obj  # tensors, Python numbers, strings, None: loadable as they are
