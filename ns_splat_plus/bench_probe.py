@@ -28,11 +28,14 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
 PROBE_OUT_ENV = "NS_SPLAT_PLUS_BENCH_OUT"
+TOGGLE_ENV = "NS_SPLAT_PLUS_TOGGLE_INSTRUMENTATION"
+"""N > 0: splat-plus's instrumentation is switched on for N steps, off for N steps, and so on, in
+one run (each step's mode is recorded): its cost measured on one training trajectory."""
 PROGRESS_PREFIX = "[bench]"
 
 
@@ -95,6 +98,8 @@ class StepRecorder:
         self.end_events: List[Any] = []
         self.peak_bytes: List[Optional[int]] = []
         self.gaussians: List[Optional[int]] = []
+        self.modes: List[Optional[bool]] = []  # instrumentation on/off per step (toggle runs only)
+        self.mode_fn: Optional[Callable[[int], Optional[bool]]] = None
         self.setup_peak_bytes = torch.cuda.max_memory_allocated(device) if self.cuda else None
         self.process_peak_bytes = self.setup_peak_bytes
         self.eval_peak_bytes: Optional[int] = None
@@ -115,11 +120,12 @@ class StepRecorder:
             keep = next(i for i, s in enumerate(self.steps) if s >= step)
             self.replayed_iterations += len(self.steps) - keep
             for values in (self.steps, self.begin_host, self.end_host, self.begin_events, self.end_events,
-                           self.peak_bytes, self.gaussians):  # fmt: skip
+                           self.peak_bytes, self.gaussians, self.modes):  # fmt: skip
                 del values[keep:]
         if self.cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
         self._open_step = step
+        self.modes.append(self.mode_fn(step) if self.mode_fn is not None else None)
         self.begin_host.append(time.perf_counter())
         self.begin_events.append(self._event())
 
@@ -167,6 +173,7 @@ class StepRecorder:
             "in_training_eval_peak_bytes": self.eval_peak_bytes,
             "process_peak_bytes": self.process_peak_bytes,
             "replayed_iterations": self.replayed_iterations,
+            "instrumentation_modes": self.modes[:n] if self.mode_fn is not None else None,
         }
 
 
@@ -193,6 +200,24 @@ def probe_trainer_class(base: type) -> type:
             self.callbacks.append(
                 TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], self.bench_recorder.end)
             )
+            toggle_every = int(os.environ.get(TOGGLE_ENV, "0") or 0)
+            if toggle_every > 0:
+                self.bench_recorder.mode_fn = self._bench_toggler(toggle_every)
+
+        def _bench_toggler(self, every: int) -> Callable[[int], bool]:
+            """Switches splat-plus's instrumentation (strategy records and optimizer checks, what
+            ``--pipeline.model.instrumentation`` sets) on and off every ``every`` steps."""
+            strategy = getattr(self.pipeline.model, "strategy", None)
+            if strategy is None or not hasattr(strategy, "instrumentation") or not hasattr(self.optimizers, "check_finite"):
+                raise SystemExit(f"{TOGGLE_ENV} needs splat-plus (a strategy and optimizers with instrumentation)")
+
+            def mode(step: int) -> bool:
+                on = (step // every) % 2 == 0
+                strategy.instrumentation = on
+                self.optimizers.check_finite = on
+                return on
+
+            return mode
 
         def _bench_num_points(self) -> Optional[int]:
             model = self.pipeline.model

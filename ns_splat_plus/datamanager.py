@@ -13,6 +13,10 @@ from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatama
 
 from ns_splat_plus import distributed
 
+HOST_IMAGE_SIZE = "host_image_size"
+"""Camera metadata key: (height, width) of the training camera as host ints, so that the model
+never reads the size back from the device (``.item()`` synchronises with the GPU)."""
+
 
 @dataclass
 class SplatPlusDataManagerConfig(FullImageDatamanagerConfig):
@@ -32,7 +36,9 @@ class SplatPlusDataManager(FullImageDatamanager):
         """
         world_size = distributed.get_world_size()
         if self.config.train_cameras_sampling_strategy != "random" and world_size == 1:
-            return super().next_train(step)
+            camera, data = super().next_train(step)
+            camera.metadata[HOST_IMAGE_SIZE] = self._train_image_sizes[camera.metadata["cam_idx"]]
+            return camera, data
         image_idx = distributed.camera_for_step(
             step, distributed.get_rank(), world_size, len(self.train_dataset), self.config.train_cameras_sampling_seed
         )
@@ -42,7 +48,16 @@ class SplatPlusDataManager(FullImageDatamanager):
         if camera.metadata is None:
             camera.metadata = {}
         camera.metadata["cam_idx"] = image_idx
+        camera.metadata[HOST_IMAGE_SIZE] = self._train_image_sizes[image_idx]
         return camera, data
+
+    @cached_property
+    def _train_image_sizes(self) -> List[Tuple[int, int]]:
+        """(height, width) per training camera, read once from the dataset's host cameras (after
+        ``cached_train``, whose undistortion may change them; ``train_cameras`` is on the GPU)."""
+        self.cached_train  # noqa: B018 (loads and undistorts the images first)
+        cameras = self.train_dataset.cameras
+        return list(zip(cameras.height.reshape(-1).tolist(), cameras.width.reshape(-1).tolist()))
 
     @cached_property
     def cached_eval(self) -> List[Dict[str, torch.Tensor]]:

@@ -320,38 +320,16 @@ def opacity_statistics(opacity_logits: Tensor, threshold: float) -> Dict[str, An
     }
 
 
-def _screen_grad_norms(info: Dict[str, Any], key: str, absgrad: bool, packed: bool) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
-    """gsplat's per-visible-Gaussian norm of the screen-space 2D gradient, as ``_update_state``
-    computes it: ``(norms [nnz], gaussian ids [nnz], radii [nnz])``; None when there is no gradient."""
-    means2d = info.get(key)
-    if means2d is None:
-        return None
-    if means2d.grad is None:
-        return None  # backward never reached means2d (the CPU reference pre-fills absgrad with zeros)
-    grads = getattr(means2d, "absgrad", None) if absgrad else means2d.grad
-    if grads is None:
-        return None
-    grads = grads.clone()
-    grads[..., 0] *= info["width"] / 2.0 * info["n_cameras"]
-    grads[..., 1] *= info["height"] / 2.0 * info["n_cameras"]
-    if packed:
-        gs_ids, radii = info["gaussian_ids"], info["radii"]
-    else:
-        sel = info["radii"] > 0.0  # [C, N]
-        gs_ids = torch.where(sel)[1]
-        grads = grads[sel]
-        radii = info["radii"][sel]
-    return grads.norm(dim=-1), gs_ids, radii
-
-
 def _dense_norms(info: Dict[str, Any], key: str, absgrad: bool, packed: bool) -> Optional[Tuple[Tensor, Tensor]]:
-    """The same screen-space norms without a boolean index (no host sync): ``(norms, visible)``,
-    norms [C, N] zero where not visible and the [C, N] mask; packed: ``(norms [nnz], gaussian ids)``."""
+    """gsplat's screen-space norms of the 2D gradient (``DefaultStrategy._update_state``) without
+    its boolean index, so without a host sync: ``(norms [C, N], visible [C, N])`` with norms zero
+    where not visible; packed: ``(norms [nnz], gaussian ids [nnz])``. None when there is no gradient
+    (backward never reached means2d)."""
     means2d = info.get(key)
     if means2d is None or means2d.grad is None:
         return None
     grads = getattr(means2d, "absgrad", None) if absgrad else means2d.grad
-    if grads is None or grads.numel() == 0:
+    if grads is None:
         return None
     grads = grads.clone()
     grads[..., 0] *= info["width"] / 2.0 * info["n_cameras"]
@@ -360,13 +338,27 @@ def _dense_norms(info: Dict[str, Any], key: str, absgrad: bool, packed: bool) ->
     if packed:
         return norms, info["gaussian_ids"]
     visible = info["radii"] > 0.0
-    return norms * visible, visible
+    return torch.where(visible, norms, torch.zeros((), dtype=norms.dtype, device=norms.device)), visible
 
 
-def _dense_stats(norms: Tensor, visible: Tensor, packed: bool) -> Tensor:
-    """(sum, max, count) of the visible norms, on the device."""
-    count = torch.full((), float(norms.numel()), device=norms.device) if packed else visible.sum().to(norms.dtype)
-    return torch.stack((norms.sum(), norms.amax(), count))
+StepGradients = Tuple[Tensor, Tensor, bool]
+"""``(norms, where, packed)`` of one step, as :func:`_dense_norms` returns them, plus ``packed``."""
+
+
+def _write_step_stats(row: Tensor, grads: Optional[StepGradients]) -> None:
+    """(sum, max, count) of this step's visible norms into the 3-vector ``row`` on the device:
+    three reductions written in place (no stacking, no copy, no sync; this runs every step)."""
+    if grads is None or grads[0].numel() == 0:
+        row.zero_()
+        return
+    norms, where, packed = grads
+    dims = tuple(range(norms.dim()))
+    torch.sum(norms, dim=dims, out=row[0])
+    torch.amax(norms, dim=dims, out=row[1])
+    if packed:
+        row[2].fill_(float(norms.numel()))
+    else:
+        torch.sum(where, dim=dims, dtype=row.dtype, out=row[2])
 
 
 def _step_seed(run_seed: int, step: int) -> int:
@@ -450,26 +442,16 @@ class _Instrumentation:
             return 1  # reading a CPU tensor costs no sync
         return max(1, min(self.zero_grad_patience // 4, self.grad_summary_every))
 
-    def _observe_step(
-        self, step: int, device: torch.device, norms: Optional[Tensor] = None, dense: Optional[Tensor] = None
-    ) -> None:
-        """Record this step's gradient norms on the device (the visible ``norms``, or ``dense``
-        (sum, max, count)); the host reads them every few steps. None of both: no gradient."""
+    def _observe_step(self, step: int, device: torch.device, grads: Optional[StepGradients]) -> None:
+        """Record this step's (sum, max, count) of the visible gradient norms, kept on the device;
+        the host reads them every few steps. None: no gradient reached means2d this step."""
         mon = self._mon
         cap = self._flush_every(device)
         if mon.rows is None or mon.rows.shape[0] != cap or mon.rows.device != device:
             mon.rows = torch.zeros((cap, 3), device=device)
-        slot = len(mon.row_steps)
-        row = mon.rows[slot]
-        if dense is not None:
-            row.copy_(dense)
-        elif norms is not None and norms.numel() > 0:  # numel is host-known: gsplat's boolean index synced it
-            row[:2] = torch.stack((norms.sum(), norms.max()))
-            row[2] = float(norms.numel())
-        else:
-            row.zero_()
+        _write_step_stats(mon.rows[len(mon.row_steps)], grads)
         mon.row_steps.append(step)
-        mon.row_present.append(0 if norms is None and dense is None else 1)
+        mon.row_present.append(0 if grads is None else 1)
         summary_due = (step + 1) % self.grad_summary_every == 0
         if len(mon.row_steps) >= cap or summary_due:
             self._flush(step)
@@ -593,31 +575,42 @@ class InstrumentedDefaultStrategy(_Instrumentation, DefaultStrategy):
     """gsplat's DefaultStrategy (same decisions), with records, gradient watch and rank consistency."""
 
     def _update_state(self, params, state, info, packed: bool = False):
-        # gsplat's accumulation, keeping the per-visible norms for the statistics (no second pass)
+        """gsplat's accumulation of the screen-space gradients, bitwise the same for nerfstudio's one
+        camera per step, but dense (``torch.where`` over the [C, N] visibility instead of gsplat's
+        boolean index): no host sync in the training step. Keeps this step's (sum, max, count) of
+        the visible norms for the statistics."""
         for key in ["width", "height", "n_cameras", "radii", "gaussian_ids", self.key_for_gradient]:
             assert key in info, f"{key} is required but missing."
-        out = _screen_grad_norms(info, self.key_for_gradient, self.absgrad, packed)
-        self._step_norms = None if out is None else out[0]
+        out = _dense_norms(info, self.key_for_gradient, self.absgrad, packed)
         if out is None:
+            self._step_grads = None
             return  # no gradient this step (gsplat would crash on None.clone()); the monitor counts it
-        norms, gs_ids, radii = out
+        norms, where = out
+        self._step_grads = (norms, where, packed)
         n_gaussian = len(list(params.values())[0])
-        if state["grad2d"] is None:
-            state["grad2d"] = torch.zeros(n_gaussian, device=norms.device)
-        if state["count"] is None:
-            state["count"] = torch.zeros(n_gaussian, device=norms.device)
-        if self.refine_scale2d_stop_iter > 0 and state["radii"] is None:
-            state["radii"] = torch.zeros(n_gaussian, device=norms.device)
-        state["grad2d"].index_add_(0, gs_ids, norms)
-        state["count"].index_add_(0, gs_ids, torch.ones_like(gs_ids, dtype=torch.float32))
+        for key in ("grad2d", "count") + (("radii",) if self.refine_scale2d_stop_iter > 0 else ()):
+            if state[key] is None:
+                state[key] = torch.zeros(n_gaussian, device=norms.device)
+        if packed:  # where: the Gaussian id of each projected entry
+            state["grad2d"].index_add_(0, where, norms)
+            state["count"].index_add_(0, where, torch.ones_like(norms))
+            if self.refine_scale2d_stop_iter > 0:
+                radii = info["radii"] / float(max(info["width"], info["height"]))
+                state["radii"][where] = torch.maximum(state["radii"][where], radii)
+            return
+        if norms.shape[0] == 1:  # nerfstudio's one camera: the sum over cameras is the row itself
+            state["grad2d"].add_(norms[0])  # zero where not visible: x + 0 == x
+            state["count"].add_(where[0])
+        else:
+            state["grad2d"].add_(norms.sum(dim=0))
+            state["count"].add_(where.sum(dim=0).to(state["count"].dtype))
         if self.refine_scale2d_stop_iter > 0:
-            state["radii"][gs_ids] = torch.maximum(
-                state["radii"][gs_ids], radii / float(max(info["width"], info["height"]))
-            )
+            radii = torch.where(where, info["radii"] / float(max(info["width"], info["height"])), 0.0)
+            torch.maximum(state["radii"], radii.amax(dim=0), out=state["radii"])
 
     def step_post_backward(self, params, optimizers, state, step, info, packed: bool = False):
         device = params["means"].device
-        self._step_norms = None
+        self._step_grads = None
         if step < self.refine_stop_iter:
             self._update_state(params, state, info, packed=packed)
             if (
@@ -635,11 +628,10 @@ class InstrumentedDefaultStrategy(_Instrumentation, DefaultStrategy):
                     )
         elif self.instrumentation:
             out = _dense_norms(info, self.key_for_gradient, self.absgrad, packed)
-            self._observe_step(step, device, dense=None if out is None else _dense_stats(*out, packed))
-            return
+            self._step_grads = None if out is None else (*out, packed)
         if self.instrumentation:
-            self._observe_step(step, device, norms=self._step_norms)
-        self._step_norms = None
+            self._observe_step(step, device, self._step_grads)
+        self._step_grads = None
 
     def _refine(self, params, optimizers, state, step: int) -> None:
         device = params["means"].device
@@ -813,7 +805,7 @@ class InstrumentedMCMCStrategy(_Instrumentation, MCMCStrategy):
             elif out is not None:
                 mon.acc_grad2d.add_(out[0].sum(dim=0))
                 mon.acc_count.add_(out[1].sum(dim=0).to(mon.acc_count.dtype))
-            self._observe_step(step, device, dense=None if out is None else _dense_stats(*out, packed))
+            self._observe_step(step, device, None if out is None else (*out, packed))
         refine = step < self.refine_stop_iter and step > self.refine_start_iter and step % self.refine_every == 0
         with seeded_rng(self.rng_seed, step, device, numpy_too=refine):
             if refine:
@@ -966,12 +958,15 @@ def attach_to_trainer(trainer) -> None:
 class CheckedOptimizers(Optimizers):
     """nerfstudio's ``Optimizers`` that stop training on non-finite gradients or parameters.
 
-    Before each optimizer step, the max-abs of every gradient and parameter being stepped is taken
-    in one fused kernel (``torch._foreach_norm(ord=inf)``: NaN and Inf propagate, finite values
-    cannot overflow). On the CPU the flags are read at once and the step never happens. On CUDA
-    they are copied to pinned memory and read at the next step (by then the stream has long passed
-    them: no sync), so the error names step s one step later. Hook order in
-    ``optimizer_scaler_step_some``: gradient averaging across ranks first, then the check, then the step.
+    Before each optimizer step the max-abs of every gradient about to be stepped is taken in one
+    fused kernel (``torch._foreach_norm(ord=inf)``: NaN and Inf propagate, finite values cannot
+    overflow). On the CPU the maxima and the parameter values are checked at once and a bad step
+    never happens. On CUDA the maxima stay on the device, one row per step, and the host reads
+    ``check_every`` rows at a time together with the max-abs of the parameter values (no per-step
+    synchronisation): the error names the step and the parameter, at most ``check_every`` steps
+    after it. :meth:`resolve_pending` reads what is pending (the trainer calls it before each
+    checkpoint and after the last step). Hook order in ``optimizer_scaler_step_some``: gradient
+    averaging across ranks first, then the check, then the step.
     """
 
     def __init__(
@@ -980,13 +975,16 @@ class CheckedOptimizers(Optimizers):
         param_groups: Dict[str, List[torch.nn.Parameter]],
         check_finite: bool = True,
         step_source: Optional[Callable[[], int]] = None,
+        check_every: int = 25,
     ) -> None:
         super().__init__(config, param_groups)
         self.check_finite = check_finite
         self.step_source = step_source
-        self._pending: Optional[Tuple[int, List[str], Any]] = None
-        self._pinned: Optional[Tensor] = None
-        self._event: Optional[Any] = None
+        self.check_every = max(1, int(check_every))
+        self._rows: Optional[Tensor] = None  # [check_every, gradients] max-abs per step, on the device
+        self._row_steps: List[int] = []
+        self._row_names: List[str] = []  # the gradients, in row order
+        self._checked_groups: List[str] = []  # whose values the next read checks
 
     def optimizer_scaler_step_some(self, grad_scaler, param_groups: List[str]) -> None:
         # gradient averaging across ranks (distributed.py) goes first, so that the check sees the averaged gradients.
@@ -1001,59 +999,66 @@ class CheckedOptimizers(Optimizers):
     def _current_step(self) -> int:
         return int(self.step_source()) if self.step_source is not None else -1
 
-    def check_step(self, param_groups: List[str], check_grads: bool = True) -> None:
-        """Flag non-finite gradients / values of the groups about to be stepped (see the class doc)."""
-        self.resolve_pending()
-        names: List[str] = []
-        tensors: List[Tensor] = []
+    def _named(self, param_groups: List[str]) -> List[Tuple[str, Tensor]]:
+        named = []
         for group in param_groups:
             params = [p for g in self.optimizers[group].param_groups for p in g["params"]]
-            for i, p in enumerate(params):
-                name = group if len(params) == 1 else f"{group}[{i}]"
-                if check_grads and p.grad is not None:
-                    names.append(f"gradient of '{name}'")
-                    tensors.append(p.grad.detach())
-                names.append(f"values of '{name}'")
-                tensors.append(p.detach())
-        tensors = [t for t in tensors if t.numel() > 0]
-        if not tensors:
-            return
-        devices = {t.device for t in tensors}
-        if len(devices) > 1:
-            flags = torch.stack([torch.linalg.vector_norm(t, float("inf")).cpu() for t in tensors]).isfinite()
-        else:
-            flags = torch.stack(torch._foreach_norm(tensors, float("inf"))).isfinite()
-        step = self._current_step()
-        if flags.device.type != "cuda":
-            self._raise_if_bad(step, names, flags.tolist(), deferred=False)
-            return
-        if self._pinned is None or self._pinned.numel() < flags.numel():
-            self._pinned = torch.empty(max(64, flags.numel()), dtype=torch.bool, pin_memory=True)
-        self._pinned[: flags.numel()].copy_(flags, non_blocking=True)
-        if self._event is None:
-            self._event = torch.cuda.Event()  # reused: the previous record was resolved above
-        self._event.record()
-        self._pending = (step, names, self._event)
+            named += [(group if len(params) == 1 else f"{group}[{i}]", p) for i, p in enumerate(params) if p.numel() > 0]
+        return named
 
-    def resolve_pending(self) -> None:
-        """Read the flags of the previous step (CUDA); raise if any was non-finite."""
-        if self._pending is None:
+    @torch.no_grad()
+    def check_step(self, param_groups: List[str], check_grads: bool = True) -> None:
+        """Check (CPU) or record (CUDA) the gradients of the groups about to be stepped (see the class doc)."""
+        step = self._current_step()
+        named = self._named(param_groups)
+        grads = [(name, p.grad) for name, p in named if check_grads and p.grad is not None]
+        if not named:
             return
-        step, names, event = self._pending
-        self._pending = None
-        event.synchronize()  # complete long ago in the training loop: returns at once
-        self._raise_if_bad(step, names, self._pinned[: len(names)].tolist(), deferred=True)
+        if named[0][1].device.type != "cuda" or len({p.device for _, p in named}) > 1:
+            names = [f"gradient of '{n}'" for n, _ in grads] + [f"values of '{n}'" for n, _ in named]
+            tensors = [g for _, g in grads] + [p for _, p in named]
+            maxima = [torch.linalg.vector_norm(t, float("inf")).item() for t in tensors]
+            self._raise_if_bad(f"step {step}, before its optimizer step", names, [math.isfinite(m) for m in maxima])
+            return
+        names = [f"gradient of '{n}'" for n, _ in grads]
+        if names != self._row_names or self._rows is None or self._rows.shape != (self.check_every, len(names)):
+            self.resolve_pending()  # another set of gradients: read the rows of the old one first
+            self._row_names = names
+            self._rows = torch.empty((self.check_every, len(names)), device=named[0][1].device) if names else None
+        self._checked_groups = list(param_groups)
+        if names:
+            torch.stack(torch._foreach_norm([g for _, g in grads], float("inf")), out=self._rows[len(self._row_steps)])
+        self._row_steps.append(step)
+        if len(self._row_steps) >= self.check_every:
+            self.resolve_pending()
+
+    @torch.no_grad()
+    def resolve_pending(self) -> None:
+        """Read the recorded gradient maxima and the current parameter values; raise on a non-finite one."""
+        steps, self._row_steps = self._row_steps, []
+        if not steps:
+            return
+        now = self._current_step()
+        if self._rows is not None and self._row_names:
+            for step, row in zip(steps, self._rows[: len(steps)].tolist()):  # the one transfer
+                when = f"step {step} (read at step {now}: on the GPU the checks are read every {self.check_every} steps)"
+                self._raise_if_bad(when, self._row_names, [math.isfinite(m) for m in row])
+        named = self._named(self._checked_groups)
+        if named:
+            maxima = torch.stack(torch._foreach_norm([p for _, p in named], float("inf"))).tolist()
+            names = [f"values of '{n}'" for n, _ in named]
+            when = f"step {steps[-1]} (values read after steps {steps[0]}-{steps[-1]})"
+            self._raise_if_bad(when, names, [math.isfinite(m) for m in maxima])
 
     def discard_pending(self) -> None:
-        self._pending = None
+        self._row_steps = []
 
-    def _raise_if_bad(self, step: int, names: List[str], ok: List[bool], deferred: bool) -> None:
+    def _raise_if_bad(self, when: str, names: List[str], ok: List[bool]) -> None:
         if all(ok):
             return
         bad = [n for n, flag in zip(names, ok) if not flag]
         grads = [n for n in names if n.startswith("gradient")]
         bad_grads = [n for n in bad if n.startswith("gradient")]
-        when = f"step {step}" + (" (detected at the next step's check)" if deferred else ", before its optimizer step")
         message = f"Training stopped at {when}: non-finite values (NaN or Inf) in " + ", ".join(bad) + "."
         if grads and len(bad_grads) == len(grads):
             message += " Every gradient is non-finite: the loss itself was most likely NaN or Inf."

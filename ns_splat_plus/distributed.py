@@ -291,7 +291,8 @@ def average_gradients(params: Iterable[Tensor]) -> None:
 
     One all_reduce per (device, dtype) bucket on a flattened buffer. A parameter without gradient on
     this rank contributes zeros; one without gradient on every rank keeps ``grad is None``. Every rank
-    must pass the same parameters in the same order.
+    must pass the same parameters in the same order. No host-device synchronisation unless a
+    gradient is missing on this rank (then its presence flags are read back).
     """
     if not is_distributed():
         return
@@ -301,9 +302,13 @@ def average_gradients(params: Iterable[Tensor]) -> None:
     world = dist.get_world_size()
     for (device, dtype), ps in buckets.items():
         present = [p.grad is not None for p in ps]
-        flags = torch.tensor(present, dtype=dtype, device=device)
+        if all(present):  # the usual case: flags made on the device (a host tensor copied over would synchronise)
+            flags = torch.ones(len(ps), dtype=dtype, device=device)
+        else:
+            flags = torch.tensor(present, dtype=dtype, device=device)
         flat = torch.cat([flags] + [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in ps])
         dist.all_reduce(flat)
+        flat.div_(world)
         counts = None
         offset = len(ps)
         for i, p in enumerate(ps):
@@ -311,12 +316,12 @@ def average_gradients(params: Iterable[Tensor]) -> None:
             mean = flat[offset : offset + n].view_as(p)
             offset += n
             if present[i]:
-                p.grad.copy_(mean).div_(world)
+                p.grad.copy_(mean)
             else:
                 if counts is None:  # reading the flags synchronises; only needed when a gradient is missing
                     counts = flat[: len(ps)].tolist()
                 if counts[i] > 0:
-                    p.grad = mean.clone().div_(world)
+                    p.grad = mean.clone()
 
 
 # --- replica checks ----------------------------------------------------------------------------------

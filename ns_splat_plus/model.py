@@ -8,7 +8,10 @@ Differences from ``SplatfactoModel`` (nerfstudio 1.1.5), and why:
 * rendering goes through :func:`ns_splat_plus.raster.rasterize` (gsplat on CUDA, the PyTorch
   reference on CPU);
 * the densification strategy comes from :mod:`ns_splat_plus.densify`;
-* LPIPS is built only when its weights are available offline (:mod:`ns_splat_plus.compat`).
+* LPIPS is built only when its weights are available offline (:mod:`ns_splat_plus.compat`);
+* the training step does not read anything back from the GPU (intrinsics and render size without
+  splatfacto's host-device round trips, the zero regulariser made on the device): the same numbers,
+  but the host runs ahead of the GPU, which the step time and multi-GPU scaling depend on.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ import torch
 from pytorch_msssim import SSIM
 
 from nerfstudio.cameras.cameras import Cameras
-from nerfstudio.model_components.lib_bilagrid import BilateralGrid
+from nerfstudio.model_components.lib_bilagrid import BilateralGrid, total_variation_loss
 from nerfstudio.models.splatfacto import SplatfactoModel, SplatfactoModelConfig, get_viewmat
 from nerfstudio.utils.colors import get_color
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import compat, init
+from ns_splat_plus.datamanager import HOST_IMAGE_SIZE
 from ns_splat_plus.raster import Backend, rasterize
 
 
@@ -130,15 +134,11 @@ class SplatPlusModel(SplatfactoModel):
         g = {k: (v[crop_ids] if crop_ids is not None else v) for k, v in self.gauss_params.items()}
         colors = torch.cat((g["features_dc"][:, None, :], g["features_rest"]), dim=1)
 
-        scale_factor = self._get_downscale_factor()
-        camera.rescale_output_resolution(1 / scale_factor)
         viewmat = get_viewmat(optimized_camera_to_world)
-        K = camera.get_intrinsics_matrices().to(viewmat.device)  # splatfacto: .cuda() (cuda:0 on every rank)
-        W, H = int(camera.width.item()), int(camera.height.item())
+        K, W, H = render_intrinsics(camera, 1.0 / self._get_downscale_factor())
         self.last_size = (H, W)
         if self.training:
             self.max_train_pixels = max(getattr(self, "max_train_pixels", 0), H * W)
-        camera.rescale_output_resolution(scale_factor)
 
         if self.config.rasterize_mode not in ("antialiased", "classic"):
             raise ValueError(f"Unknown rasterize_mode: {self.config.rasterize_mode}")
@@ -186,6 +186,35 @@ class SplatPlusModel(SplatfactoModel):
             background = background.expand(H, W, 3)
         return {"rgb": rgb.squeeze(0), "depth": depth_im, "accumulation": alpha.squeeze(0), "background": background}
 
+    def get_loss_dict(self, outputs, batch, metrics_dict=None) -> Dict[str, torch.Tensor]:
+        """splatfacto's losses (L1 + SSIM, optional scale regularisation, camera and bilateral-grid
+        terms), with its zero scale regulariser made on the device: splatfacto's
+        ``torch.tensor(0.0).to(device)`` stalls the host until the GPU has finished the forward pass."""
+        gt_img = self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"])
+        pred_img = outputs["rgb"]
+        if "mask" in batch:
+            mask = self._downscale_if_required(batch["mask"]).to(self.device)
+            assert mask.shape[:2] == gt_img.shape[:2] == pred_img.shape[:2]
+            gt_img = gt_img * mask
+            pred_img = pred_img * mask
+        l1 = torch.abs(gt_img - pred_img).mean()
+        ssim_loss = 1 - self.ssim(gt_img.permute(2, 0, 1)[None, ...], pred_img.permute(2, 0, 1)[None, ...])
+        if self.config.use_scale_regularization and self.step % 10 == 0:
+            scale_exp = torch.exp(self.scales)
+            ratio = scale_exp.amax(dim=-1) / scale_exp.amin(dim=-1)
+            scale_reg = 0.1 * (ratio.clamp_min(self.config.max_gauss_ratio) - self.config.max_gauss_ratio).mean()
+        else:
+            scale_reg = torch.zeros((), device=pred_img.device)
+        loss_dict = {
+            "main_loss": (1 - self.config.ssim_lambda) * l1 + self.config.ssim_lambda * ssim_loss,
+            "scale_reg": scale_reg,
+        }
+        if self.training:
+            self.camera_optimizer.get_loss_dict(loss_dict)
+            if self.config.use_bilateral_grid:
+                loss_dict["tv_loss"] = 10 * total_variation_loss(self.bil_grids.grids)
+        return loss_dict
+
     def _eval_pixel_budget(self) -> int:
         if self.config.eval_max_pixels is not None:
             return self.config.eval_max_pixels
@@ -223,6 +252,24 @@ class SplatPlusModel(SplatfactoModel):
             "lpips": float(self.lpips(gt.to(self.device), pred.to(self.device))) if self.lpips is not None else None,
         }
         return metrics, {"img": torch.cat([gt_rgb, predicted_rgb], dim=1)}
+
+
+def render_intrinsics(camera: Cameras, scale: float) -> Tuple[torch.Tensor, int, int]:
+    """``(K [C, 3, 3], width, height)`` of ``camera`` rendered at ``scale`` times its resolution.
+
+    The same numbers as splatfacto's ``rescale_output_resolution`` / ``get_intrinsics_matrices`` /
+    ``width.item()``, without their host-device round trips (each of those synchronises with the
+    GPU, several times per training step): K is assembled on the camera's device, and the size
+    comes from the host copy the datamanager puts in the camera's metadata when there is one.
+    """
+    fx, fy, cx, cy = (getattr(camera, name).reshape(-1) * scale for name in ("fx", "fy", "cx", "cy"))
+    zero, one = torch.zeros_like(fx), torch.ones_like(fx)
+    K = torch.stack((fx, zero, cx, zero, fy, cy, zero, zero, one), dim=-1).view(-1, 3, 3)
+    size = (camera.metadata or {}).get(HOST_IMAGE_SIZE)
+    height, width = size if size is not None else (int(camera.height.reshape(-1)[0]), int(camera.width.reshape(-1)[0]))
+    # nerfstudio's floor rounding, in its float32 arithmetic
+    scaled = (torch.tensor([height, width]) * torch.tensor([scale])).to(torch.int64).tolist()
+    return K, scaled[1], scaled[0]
 
 
 STRIP_ALIGN = 16  # gsplat's tile size: strips on tile boundaries render exactly the same pixels

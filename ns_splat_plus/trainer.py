@@ -105,6 +105,7 @@ class SplatPlusTrainer(Trainer):
     def train(self) -> None:
         warmup.run_warmup(self)  # state-neutral: also when resuming
         super().train()
+        self.optimizers.resolve_pending()  # the last steps' finiteness checks (read in batches on the GPU)
 
     # --- checkpoints and resume (checkpoint.py) -----------------------------------------------
 
@@ -114,6 +115,7 @@ class SplatPlusTrainer(Trainer):
 
     @check_main_thread
     def save_checkpoint(self, step: int) -> None:
+        self.optimizers.resolve_pending()  # never write a checkpoint over non-finite parameters unnoticed
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         ckpt_path: Path = self.checkpoint_dir / f"step-{step:09d}.ckpt"
         # The temporary file lives beside the checkpoint directory, not in it: nerfstudio's loaders

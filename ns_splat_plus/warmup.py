@@ -335,7 +335,7 @@ def run_warmup(trainer: Any, steps: Optional[int] = None) -> Optional[WarmupResu
                     _sync(device)
                     first_step_seconds = time.perf_counter() - started
             if hasattr(trainer.optimizers, "resolve_pending"):
-                trainer.optimizers.resolve_pending()  # the last step's deferred finiteness check
+                trainer.optimizers.resolve_pending()  # the warmup steps' finiteness checks (read in batches on the GPU)
             _sync(device)
     finally:
         seconds = time.perf_counter() - started

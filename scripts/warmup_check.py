@@ -5,7 +5,10 @@
     # held-out PSNR / SSIM (ns-eval), Gaussian count, warmup time, median step time
     python scripts/warmup_check.py fresh --runs 3 --out /tmp/warmup_check
     # instrumentation on vs off, side by side in one command (alternating runs, median step times)
-    python scripts/warmup_check.py overhead --pairs 2 --out /tmp/instrumentation_overhead
+    python scripts/warmup_check.py overhead --pairs 3 --out /tmp/instrumentation_overhead
+    # ... and within one run: on for N steps, off for N steps, ... (one training trajectory, so the
+    # Gaussian count, which sets the step time, is the same for both; the least noisy figure)
+    python scripts/warmup_check.py interleave --runs 1 --toggle-every 100 --out /tmp/instrumentation_overhead
 
 Each run is its own process (``python -m ns_splat_plus.bench_probe train splat-plus ...``, which
 is ns-train with per-step CUDA-event timing; replayed warmup steps are not counted). Results go to
@@ -31,7 +34,9 @@ FOX_SCENE_ARGS = "--data ../shared/data/fox instant-ngp-data --eval-mode interva
 WARMUP_LINE = re.compile(r"Warmup: (\d+) training steps in ([0-9.]+) s \(first ([0-9.]+) s\)")
 
 
-def _train(out: Path, name: str, scene_args: str, steps: int, extra: List[str], skip: int) -> Dict[str, Any]:
+def _train(
+    out: Path, name: str, scene_args: str, steps: int, extra: List[str], skip: int, env_extra: Optional[Dict[str, str]] = None
+) -> Dict[str, Any]:
     run_out = out / name
     run_out.mkdir(parents=True, exist_ok=True)
     probe_json = run_out / "probe.json"
@@ -43,7 +48,7 @@ def _train(out: Path, name: str, scene_args: str, steps: int, extra: List[str], 
         *extra,
         *shlex.split(scene_args),  # top-level --data, then the dataparser and its options
     ]  # fmt: skip
-    env = dict(os.environ, NS_SPLAT_PLUS_BENCH_OUT=str(probe_json))
+    env = dict(os.environ, NS_SPLAT_PLUS_BENCH_OUT=str(probe_json), **(env_extra or {}))
     print(f"[warmup_check] {name}: {shlex.join(cmd)}", flush=True)
     started = time.perf_counter()
     with open(run_out / "train.log", "w") as log:
@@ -62,6 +67,12 @@ def _train(out: Path, name: str, scene_args: str, steps: int, extra: List[str], 
     host = [(probe["host_end_s"][i] - probe["host_begin_s"][i]) * 1e3 for i in keep]
     gpu = probe.get("gpu_interval_ms") or []
     gpu = [gpu[i] for i in keep if i < len(gpu)]
+    modes = probe.get("instrumentation_modes")
+    if modes:  # a toggle run: medians of the steps with instrumentation on and off
+        for label, flag in (("on", True), ("off", False)):
+            times = [(probe["host_end_s"][i] - probe["host_begin_s"][i]) * 1e3 for i in keep if modes[i] is flag]
+            result[f"step_host_ms_median_{label}"] = statistics.median(times) if times else None
+            result[f"steps_{label}"] = len(times)
     result.update(
         step_host_ms_median=statistics.median(host) if host else None,
         step_gpu_interval_ms_median=statistics.median(gpu) if gpu else None,
@@ -151,19 +162,37 @@ def overhead(args: argparse.Namespace) -> Dict[str, Any]:
     return summary
 
 
+def interleave(args: argparse.Namespace) -> Dict[str, Any]:
+    rows = []
+    for i in range(args.runs):
+        env = {"NS_SPLAT_PLUS_TOGGLE_INSTRUMENTATION": str(args.toggle_every)}
+        row = _train(args.out, f"toggle{i + 1}", args.scene_args, args.steps, shlex.split(args.train_args), args.skip_steps, env)
+        on, off = row.get("step_host_ms_median_on"), row.get("step_host_ms_median_off")
+        row["overhead_pct"] = 100.0 * (on / off - 1.0) if on and off else None
+        rows.append(row)
+    print("\n" + _table(rows, ["name", "num_gaussians", "steps_on", "step_host_ms_median_on", "steps_off",
+                               "step_host_ms_median_off", "overhead_pct"]))  # fmt: skip
+    values = [r["overhead_pct"] for r in rows if r.get("overhead_pct") is not None]
+    summary = {"runs": rows, "toggle_every": args.toggle_every, "overhead_pct_median": statistics.median(values) if values else None}
+    print(f"instrumentation overhead within one run (on vs off every {args.toggle_every} steps): "
+          f"{summary['overhead_pct_median']} % (target <= 3 %)")  # fmt: skip
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["fresh", "overhead"])
+    parser.add_argument("mode", choices=["fresh", "overhead", "interleave"])
     parser.add_argument("--scene-args", default=FOX_SCENE_ARGS, help="ns-train data arguments (default: fox)")
     parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--runs", type=int, default=3, help="fresh: number of fresh processes")
+    parser.add_argument("--runs", type=int, default=3, help="fresh / interleave: number of processes")
     parser.add_argument("--pairs", type=int, default=2, help="overhead: on/off pairs (alternating order)")
+    parser.add_argument("--toggle-every", type=int, default=100, help="interleave: steps per on / off block")
     parser.add_argument("--skip-steps", type=int, default=100, help="first steps left out of step-time medians")
     parser.add_argument("--train-args", default="", help="extra ns-train method arguments for every run")
     parser.add_argument("--out", type=Path, default=Path("/tmp/warmup_check"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    summary = fresh(args) if args.mode == "fresh" else overhead(args)
+    summary = {"fresh": fresh, "overhead": overhead, "interleave": interleave}[args.mode](args)
     (args.out / f"{args.mode}.json").write_text(json.dumps(summary, indent=2))
     print(f"\nwrote {args.out / (args.mode + '.json')}")
 

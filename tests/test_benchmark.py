@@ -357,3 +357,55 @@ def test_benchmark_cpu_end_to_end(tmp_path):
     worse = subprocess.run(gate + [str(tmp_path / "degraded.json"), str(out / "results.json")], capture_output=True,
                            text=True)  # fmt: skip
     assert worse.returncode == 1 and "REGRESSED" in worse.stdout
+
+
+def _small_scene(tmp_path: Path) -> Path:
+    from inprocess import small_scene
+
+    return small_scene(tmp_path / "scene")
+
+
+def test_instrumentation_toggle_run_reports_both_modes(tmp_path):
+    """warmup_check.py interleave: one run, instrumentation switched every N steps, medians per mode."""
+    scene = _small_scene(tmp_path)
+    out = tmp_path / "interleave"
+    cmd = [
+        sys.executable, str(REPO / "scripts" / "warmup_check.py"), "interleave", "--runs", "1", "--steps", "40",
+        "--toggle-every", "10", "--skip-steps", "0", "--out", str(out),
+        "--train-args", "--pipeline.model.num-downscales 0 --warmup-steps 2",
+        "--scene-args", f"--data {scene} --machine.device-type cpu colmap",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "interleave.json").read_text())
+    run = summary["runs"][0]
+    assert run["steps_on"] == 20 and run["steps_off"] == 20
+    assert run["step_host_ms_median_on"] > 0 and run["step_host_ms_median_off"] > 0
+    assert summary["overhead_pct_median"] == pytest.approx(
+        100 * (run["step_host_ms_median_on"] / run["step_host_ms_median_off"] - 1)
+    )
+    probe = json.loads((out / "toggle1" / "probe.json").read_text())
+    modes = probe["instrumentation_modes"]
+    assert modes == [(s // 10) % 2 == 0 for s in probe["steps"]]  # on for steps 0-9, off for 10-19, ...
+
+
+def test_step_profiler_breaks_a_real_run_into_sections(tmp_path):
+    """scripts/profile_step.py: nerfstudio's loop with timed sections; the sections fit in the loop period."""
+    scene = _small_scene(tmp_path)
+    cmd = [
+        sys.executable, str(REPO / "scripts" / "profile_step.py"), "--out", str(tmp_path / "prof"), "--skip", "5", "--",
+        "splat-plus", "--data", str(scene), "--output-dir", str(tmp_path / "runs"), "--max-num-iterations", "30",
+        "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True", "--machine.device-type", "cpu",
+        "--steps-per-eval-image", "0", "--steps-per-eval-batch", "0", "--steps-per-eval-all-images", "0",
+        "--pipeline.model.num-downscales", "0", "colmap",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "prof" / "profile.rank0.json").read_text())
+    sections = report["sections"]
+    assert report["steps_counted"] == 24  # steps 5..29: 25 begins, 24 full periods
+    period = sections["whole loop period"]["ms_per_step"]
+    iteration = sections["iteration: train_iteration"]["ms_per_step"]
+    assert 0 < iteration < period
+    assert 0 < sections["  model.get_outputs"]["ms_per_step"] < iteration
+    assert sections["    strategy.step_post_backward"]["calls"] == 25

@@ -285,19 +285,31 @@ cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA
 
 @pytest.mark.gpu
 @cuda_only
-def test_checked_optimizers_read_cuda_flags_one_step_later():
+def test_checked_optimizers_read_cuda_checks_in_batches_naming_the_step():
+    step = {"now": 0}
+    param, optimizers = _one_param_optimizers("cuda", step)
+    optimizers.check_every = 4
+    scaler = torch.amp.GradScaler("cuda", enabled=False)
+    for now in range(3):  # steps 0, 1, 2: step 1's gradient is NaN, recorded on the device only
+        step["now"] = now
+        param.grad = torch.full_like(param, float("nan")) if now == 1 else torch.ones_like(param)
+        optimizers.optimizer_scaler_step_some(scaler, ["x"])
+    step["now"] = 3
+    param.grad = torch.ones_like(param)
+    with pytest.raises(densify.TrainingHealthError, match=r"step 1 \(read at step 3.*gradient of 'x'"):
+        optimizers.optimizer_scaler_step_some(scaler, ["x"])  # the 4th row: the host reads all four
+
+
+@pytest.mark.gpu
+@cuda_only
+def test_checked_optimizers_resolve_pending_reads_the_last_steps():
     step = {"now": 0}
     param, optimizers = _one_param_optimizers("cuda", step)
     scaler = torch.amp.GradScaler("cuda", enabled=False)
-    param.grad = torch.ones_like(param)
-    optimizers.optimizer_scaler_step_some(scaler, ["x"])
-    step["now"] = 1
-    param.grad = torch.full_like(param, float("nan"))
-    optimizers.optimizer_scaler_step_some(scaler, ["x"])  # no host sync: flags only queued
-    step["now"] = 2
-    param.grad = torch.ones_like(param)
-    with pytest.raises(densify.TrainingHealthError, match=r"step 1 \(detected at the next step's check\)"):
-        optimizers.optimizer_scaler_step_some(scaler, ["x"])
+    param.grad = torch.full_like(param, float("inf"))
+    optimizers.optimizer_scaler_step_some(scaler, ["x"])  # fewer rows than check_every: nothing read yet
+    with pytest.raises(densify.TrainingHealthError, match=r"step 0 .*gradient of 'x'"):
+        optimizers.resolve_pending()  # what the trainer does before a checkpoint and after the last step
 
 
 @pytest.mark.gpu
@@ -363,3 +375,61 @@ def test_mcmc_relocation_and_addition_on_cpu_keep_optimizer_state_aligned():
     densify.inject_noise_torch(params, scaler=10.0)
     moved = (params["means"] != means_before).any(dim=-1)
     assert moved[:3].all() and not moved[3:].any() and torch.isfinite(params["means"]).all()
+
+
+def _fake_info(device, n, absgrad, packed, seed=0):
+    """gsplat-shaped ``info`` after backward: means2d with .grad (and .absgrad), radii, one camera."""
+    g = torch.Generator().manual_seed(seed)
+    radii = torch.randint(0, 9, (1, n), generator=g, dtype=torch.int32)
+    radii[0, : n // 4] = 0  # a quarter not visible
+    grad = torch.randn(1, n, 2, generator=g) * (radii > 0)[..., None]
+    means2d = torch.zeros(1, n, 2, device=device, requires_grad=True)
+    means2d.grad = grad.to(device)
+    means2d.absgrad = grad.abs().to(device)
+    info = {"width": 96, "height": 64, "n_cameras": 1, "means2d": means2d, "radii": radii.to(device), "gaussian_ids": None}
+    if packed:
+        ids = torch.nonzero(radii[0] > 0).squeeze(1)
+        packed_grad = grad[0, ids]
+        means2d = torch.zeros_like(packed_grad, device=device, requires_grad=True)
+        means2d.grad, means2d.absgrad = packed_grad.to(device), packed_grad.abs().to(device)
+        info.update(means2d=means2d, radii=radii[0, ids].to(device), gaussian_ids=ids.to(device))
+    return info
+
+
+def _assert_update_state_matches_gsplat(device):
+    from gsplat.strategy import DefaultStrategy
+
+    n = 1000
+    params = {"means": torch.zeros(n, 3, device=device)}
+    for absgrad in (False, True):
+        for packed in (False, True):
+            ours = densify.InstrumentedDefaultStrategy(absgrad=absgrad, refine_scale2d_stop_iter=100, verbose=False)
+            theirs = DefaultStrategy(absgrad=absgrad, refine_scale2d_stop_iter=100, verbose=False)
+            our_state, their_state = ours.initialize_state(), theirs.initialize_state()
+            for step in range(3):  # accumulates over several steps, as between refines
+                info = _fake_info(device, n, absgrad, packed, seed=step)
+                ours._update_state(params, our_state, info, packed=packed)
+                theirs._update_state(params, their_state, info, packed=packed)
+            for key in ("grad2d", "count", "radii"):
+                assert torch.equal(our_state[key], their_state[key]), (key, absgrad, packed)
+            assert our_state["count"].max() == 3 and our_state["grad2d"].abs().sum() > 0  # the fake scene was seen
+            # and this step's statistics: (sum, max, count) of the visible norms
+            row = torch.full((3,), -1.0, device=device)
+            densify._write_step_stats(row, ours._step_grads)
+            sum_, max_, count = row.tolist()
+            norms = info["means2d"].absgrad if absgrad else info["means2d"].grad
+            norms = norms * torch.tensor([info["width"] / 2.0, info["height"] / 2.0], device=device)
+            norms = norms.norm(dim=-1)[info["radii"] > 0]
+            assert count == norms.numel()
+            assert math.isclose(sum_, norms.sum().item(), rel_tol=1e-5) and max_ == norms.max().item()
+
+
+def test_update_state_is_gsplats_accumulation_without_a_sync():
+    """The dense (boolean-index-free) accumulation gives bitwise gsplat's grad2d / count / radii."""
+    _assert_update_state_matches_gsplat(torch.device("cpu"))
+
+
+@pytest.mark.gpu
+@cuda_only
+def test_update_state_is_gsplats_accumulation_on_cuda():
+    _assert_update_state_matches_gsplat(torch.device("cuda"))

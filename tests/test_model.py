@@ -1,0 +1,72 @@
+"""SplatPlusModel's own pieces of splatfacto's training step: the same numbers without host syncs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nerfstudio.cameras.cameras import Cameras, CameraType
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
+from nerfstudio.models.splatfacto import SplatfactoModel
+
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
+from ns_splat_plus.datamanager import HOST_IMAGE_SIZE
+from ns_splat_plus.model import render_intrinsics
+
+
+def _camera(width: int, height: int) -> Cameras:
+    return Cameras(
+        camera_to_worlds=torch.eye(4)[None, :3, :],
+        fx=1111.1, fy=1113.7, cx=width / 2 + 0.3, cy=height / 2 - 0.7,
+        width=width, height=height, camera_type=CameraType.PERSPECTIVE,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("size", [(1920, 1080), (1081, 721), (63, 47)])
+@pytest.mark.parametrize("downscale", [1, 2, 4, 8])
+@pytest.mark.parametrize("host_size", [False, True])
+def test_render_intrinsics_are_nerfstudios_rescaled_intrinsics(size, downscale, host_size):
+    width, height = size
+    camera = _camera(width, height)
+    if host_size:  # what SplatPlusDataManager.next_train adds
+        camera.metadata = {HOST_IMAGE_SIZE: (height, width)}
+    K, W, H = render_intrinsics(camera, 1.0 / downscale)
+    # splatfacto's way: rescale in place, read intrinsics and size, rescale back
+    reference = _camera(width, height)
+    reference.rescale_output_resolution(1 / downscale)
+    assert (W, H) == (int(reference.width.item()), int(reference.height.item()))
+    assert torch.equal(K, reference.get_intrinsics_matrices())
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory):
+    scene = small_scene(tmp_path_factory.mktemp("model_scene"))
+    config = trainer_config(scene, tmp_path_factory.mktemp("model_run"), steps=10)
+    config.warmup_steps = 0
+    trainer = build_trainer(config)
+    yield trainer
+    close_writers()
+
+
+@pytest.mark.parametrize("scale_regularization", [False, True])
+def test_losses_are_splatfactos(trainer, scale_regularization):
+    model = trainer.pipeline.model
+    model.config.use_scale_regularization = scale_regularization
+    model.config.max_gauss_ratio = 0.5  # below 1: every Gaussian counts, so the regulariser is not 0
+    try:
+        for callback in trainer.callbacks:  # what the training loop does before step 0 (sets model.step, optimizers)
+            callback.run_callback_at_location(0, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+        camera, batch = trainer.pipeline.datamanager.next_train(0)
+        assert camera.metadata[HOST_IMAGE_SIZE] == (int(camera.height.item()), int(camera.width.item()))
+        outputs = model.get_outputs(camera)
+        with torch.no_grad():
+            ours = model.get_loss_dict(outputs, batch)
+            theirs = SplatfactoModel.get_loss_dict(model, outputs, batch)
+        assert ours.keys() == theirs.keys()
+        for key in ours:
+            assert torch.equal(ours[key].reshape(()), theirs[key].reshape(()).to(ours[key].device)), key
+        if scale_regularization:  # step 0: splatfacto's regulariser is on (every 10th step)
+            assert ours["scale_reg"].item() > 0
+    finally:
+        model.config.use_scale_regularization = False
+        model.config.max_gauss_ratio = 10.0
