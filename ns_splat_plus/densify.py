@@ -1021,7 +1021,8 @@ class CheckedOptimizers(Optimizers):
             self._raise_if_bad(f"step {step}, before its optimizer step", names, [math.isfinite(m) for m in maxima])
             return
         names = [f"gradient of '{n}'" for n, _ in grads]
-        if names != self._row_names or self._rows is None or self._rows.shape != (self.check_every, len(names)):
+        new_layout = names != self._row_names or (names and self._rows.shape != (self.check_every, len(names)))
+        if new_layout:
             self.resolve_pending()  # another set of gradients: read the rows of the old one first
             self._row_names = names
             self._rows = torch.empty((self.check_every, len(names)), device=named[0][1].device) if names else None
