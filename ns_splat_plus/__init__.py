@@ -1,3 +1,13 @@
-"""ns-splat-plus: a Nerfstudio Gaussian-splatting method that keeps working where splatfacto breaks."""
+"""ns-splat-plus: a Nerfstudio Gaussian-splatting method that keeps working where splatfacto breaks.
 
-__version__ = "0.1.0"
+Layout (one concern per subpackage): ``method.py`` (entry points), ``model/``, ``raster/``,
+``strategy/``, ``training/``, ``parallel/``, ``evaluation/``, ``viewer/``, ``upstream.py`` (every
+private nerfstudio / gsplat touch point), ``errors.py``, ``bench/`` (benchmarks; never imported by
+the training path). See README, "Development".
+"""
+
+from ns_splat_plus import legacy as _legacy
+
+__version__ = "0.2.0"
+
+_legacy.install()

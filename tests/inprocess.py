@@ -13,7 +13,7 @@ from pathlib import Path
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 from nerfstudio.utils import writer
 
-from ns_splat_plus.config import splat_plus_trainer_config
+from ns_splat_plus.method import splat_plus_trainer_config
 from ns_splat_plus.synthetic import SceneSpec, make_scene
 
 SMALL_SCENE = SceneSpec(n_views=16, width=48, height=36, focal=42.0)

@@ -175,8 +175,8 @@ def test_more_gpus_than_available_is_recorded_as_unsupported(tmp_path, monkeypat
 def test_probe_factory_survives_pickle_and_config_yaml():
     import yaml
 
-    from ns_splat_plus.config import splat_plus
-    from ns_splat_plus.trainer import SplatPlusTrainer
+    from ns_splat_plus.method import splat_plus
+    from ns_splat_plus.training.trainer import SplatPlusTrainer
 
     config = instrument_config(copy.deepcopy(splat_plus.config))
     assert isinstance(config._target, ProbeTrainerFactory) and config._target.base is SplatPlusTrainer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ns_splat_plus.devices import (
+from ns_splat_plus.parallel.devices import (
     DeviceResolutionError,
     expand_hostlist,
     parse_device_list,

@@ -83,9 +83,12 @@ def test_eval_images_stay_on_the_host_and_split_is_held_out(trained):
     assert split["num_images"] == len(datamanager.eval_dataset) == 2
     assert split["held_out"] is True and split["num_train_images"] == 14
     assert split["image_filenames"] == ["frame_0000.png", "frame_0008.png"]
-    camera, batch = evaluation.eval_camera_and_batch(datamanager, 1, torch.device("cpu"))
-    assert batch["image"] is not cached[1]["image"] or batch is not cached[1]  # the cache is not mutated
-    assert camera.shape == (1,)
+    before = dict(cached[1])
+    # another device ("meta" exists on every machine): the batch moves, the cache must not
+    camera, batch = evaluation.eval_camera_and_batch(datamanager, 1, torch.device("meta"))
+    assert batch["image"].device.type == "meta" and camera.shape == (1,)
+    assert cached[1].keys() == before.keys() and all(cached[1][k] is v for k, v in before.items())
+    assert cached[1]["image"].device.type == "cpu"
 
 
 def test_averages_skip_missing_lpips_and_never_report_zero():
@@ -149,18 +152,54 @@ def test_ns_eval_cli_writes_nerfstudio_json_with_split_per_image_and_null_lpips(
     assert results["memory"]["device"] == "cpu" and results["memory"]["eval_peak_bytes"] is None
 
 
+def test_evaluation_with_lpips_on_reports_it(trained, monkeypatch):
+    """Stand-in AlexNet weights placed locally (as a user who copied the file): LPIPS is a number."""
+    import torchvision
+
+    from ns_splat_plus import upstream
+
+    monkeypatch.setenv("TORCH_HOME", os.environ["TORCH_HOME"] + "-lpips-on")
+    path = upstream.alexnet_weights_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    torch.save(torchvision.models.alexnet(weights=None).state_dict(), path)
+    model = trained.pipeline.model
+    monkeypatch.setattr(model, "lpips", upstream.build_lpips())
+    assert model.lpips is not None
+    report = evaluation.evaluate_all_images(trained.pipeline)
+    values = [m["lpips"] for m in report.per_image]
+    assert all(isinstance(v, float) and v > 0.0 for v in values), values
+    results = report.ns_eval_results()
+    assert results["lpips_available"] is True and results["lpips"] == pytest.approx(sum(values) / len(values))
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_gpu_eval_peak_does_not_exceed_train_peak(tmp_path):
+def test_gpu_eval_peak_does_not_exceed_train_peak(tmp_path, monkeypatch):
+    """Training at 1/4 resolution, evaluating at full: the strip + host-metric path is exercised."""
+    from ns_splat_plus.model import model as model_module
+
+    strips = []
+    original = model_module.strip_rows
+
+    def recording(height, width, max_pixels):
+        rows = original(height, width, max_pixels)
+        strips.append(rows)
+        return rows
+
+    monkeypatch.setattr(model_module, "strip_rows", recording)
     scene = small_scene(tmp_path / "scene")
     config = trainer_config(scene, tmp_path / "out", steps=60)
     config.machine.device_type = "cuda"
     config.steps_per_eval_all_images = 20
     config.steps_per_eval_image = 10
     config.pipeline.datamanager.cache_images = "gpu"
+    config.pipeline.model.num_downscales = 2  # train at 1/4 resolution, evaluate at full
+    config.pipeline.model.resolution_schedule = 1000
     trainer = build_trainer(config)
     trainer.train()
     close_writers()
+    assert any(rows is not None and len(rows) > 1 for rows in strips), strips  # eval renders went in strips
     tracker = evaluation.memory_tracker(trainer.pipeline.device)
     assert all(d["image"].device.type == "cpu" for d in trainer.pipeline.datamanager.cached_eval)
     assert tracker.train_peak_bytes and tracker.eval_peak_bytes

@@ -10,8 +10,8 @@ from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from nerfstudio.models.splatfacto import SplatfactoModel
 
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
-from ns_splat_plus.datamanager import HOST_IMAGE_SIZE
-from ns_splat_plus.model import render_intrinsics
+from ns_splat_plus.model.render import HOST_IMAGE_SIZE
+from ns_splat_plus.model.render import render_intrinsics
 
 
 def _camera(width: int, height: int) -> Cameras:

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from inprocess import assert_bitwise_equal, build_trainer, close_writers, small_scene, trainer_config
-from ns_splat_plus import checkpoint, evaluation
-from ns_splat_plus.checkpoint import CheckpointError
+from ns_splat_plus import evaluation
+from ns_splat_plus.training import checkpoint, resume
+from ns_splat_plus.training.checkpoint import CheckpointError
 
 STEPS = 50
 SAVE_EVERY = 25  # mid-way between refines (every 10 from 10): the strategy statistics are not empty
@@ -127,7 +128,7 @@ def test_bad_checkpoints_are_one_clear_error_and_leave_the_trainer_untouched(run
     }
     for expected, path in cases.items():
         with pytest.raises(CheckpointError) as err:
-            checkpoint.resume(resumed, path)
+            resume.resume(resumed, path)
         message = str(err.value)
         assert expected in message and str(path) in message and "What to do" in message, message
     foreign = tmp_path / "numpy.ckpt"

@@ -158,7 +158,7 @@ def test_panel_sends_only_to_connected_browsers_and_throttles():
         callback(object())
     assert panel.pushes == 1 and "**Gaussians:** 400" in markdown.content
 
-    # records shaped like densify.py's and warmup.py's
+    # records shaped like strategy.py's and warmup.py's
     panel.on_refine({"step": 60, "event": "refine", "strategy": "default", "duplicated": 12, "split": 30,
                      "pruned": 5, "num_gaussians_before": 400, "num_gaussians": 437,
                      "grad2d": {"threshold": 2e-4, "num_visible": 390, "mean": 1.5e-5, "median": 9e-6, "p90": 4e-5,

@@ -1,4 +1,4 @@
-"""In-process warmup (ns_splat_plus.warmup): real training steps, then the exact state back."""
+"""In-process warmup (ns_splat_plus.training.warmup): real training steps, then the exact state back."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
 from inprocess import assert_bitwise_equal, build_trainer, close_writers, small_scene, trainer_config
-from ns_splat_plus import densify, warmup
+from ns_splat_plus import strategy
+from ns_splat_plus.training import warmup
+from ns_splat_plus.training.snapshot import TrainingSnapshot
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +66,14 @@ def test_warmup_restores_every_parameter_optimizer_and_rng_state_bitwise(scene, 
         trainer._start_step = 16
         before = _capture(trainer)
         seen_before_restore = {}
-        original_restore = warmup.TrainingSnapshot.restore
+        original_restore = TrainingSnapshot.restore
 
         def spying_restore(snapshot, trainer_):
             seen_before_restore["num_points"] = trainer_.pipeline.model.num_points
             seen_before_restore["opacities"] = trainer_.pipeline.model.gauss_params["opacities"]
             original_restore(snapshot, trainer_)
 
-        monkeypatch.setattr(warmup.TrainingSnapshot, "restore", spying_restore)
+        monkeypatch.setattr(TrainingSnapshot, "restore", spying_restore)
         result = warmup.run_warmup(trainer, steps=3)
         after = _capture(trainer)
         # the warmup really trained and densified (its own view of the model, now gone)
@@ -93,7 +95,7 @@ def test_warmup_restores_every_parameter_optimizer_and_rng_state_bitwise(scene, 
 
 
 def _final(trainer):
-    records = [json.loads(line) for line in (trainer.base_dir / densify.JSONL_NAME).read_text().splitlines()]
+    records = [json.loads(line) for line in (trainer.base_dir / strategy.JSONL_NAME).read_text().splitlines()]
     params = {n: p.detach().clone() for n, p in trainer.pipeline.model.gauss_params.items()}
     return records, params
 

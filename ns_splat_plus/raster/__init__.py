@@ -1,4 +1,4 @@
-"""One rasterization entry point, two backends.
+"""One rasterization entry point, two backends: :func:`rasterize`.
 
 ``rasterize`` takes gsplat's ``rasterization`` arguments (the subset splatfacto uses) and returns
 ``(render, alpha, info)`` exactly as gsplat does. CUDA tensors go to gsplat; CPU tensors go to the
@@ -15,6 +15,8 @@ import math
 
 import torch
 from torch import Tensor
+
+from ns_splat_plus import upstream
 
 Backend = Literal["auto", "gsplat", "reference"]
 
@@ -41,6 +43,17 @@ def rasterize(
 ) -> Tuple[Tensor, Tensor, Dict]:
     """Render Gaussians to ``C`` images; see gsplat.rasterization for the argument conventions.
 
+    Args:
+        means: [N, 3] centres. quats: [N, 4] (wxyz, not necessarily normalised). scales: [N, 3].
+        opacities: [N] in [0, 1]. colors: [N, D] or SH coefficients [N, K, 3] with ``sh_degree``.
+        viewmats: [C, 4, 4] world-to-camera. Ks: [C, 3, 3]. width, height: the render size.
+        render_mode: "RGB" or "RGB+ED" (expected depth as a 4th channel).
+        backend: "auto" (gsplat for CUDA tensors, the reference for CPU ones), "gsplat" or "reference".
+
+    Returns:
+        ``(render [C, H, W, D], alpha [C, H, W, 1], info)``, ``info`` as gsplat's (``means2d``
+        [C, N, 2] with its gradient, ``radii`` [C, N], ``width``, ``height``, ``n_cameras`` ...).
+
     ``rows``: render the image as horizontal strips [top, bottom) (tile-aligned tops), one after the
     other, with the projection of the whole image: the same pixels with a fraction of the
     rasterizer's memory (its tile-intersection buffers grow with the pixel count). No autograd.
@@ -48,13 +61,11 @@ def rasterize(
     if backend == "auto":
         backend = "gsplat" if means.is_cuda else "reference"
     if rows is not None and backend == "gsplat":
-        if not means.is_cuda:
-            raise ValueError("the gsplat backend needs CUDA tensors; use backend='reference' on the CPU")
+        _require_cuda(means)
         return _gsplat_strips(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
                               near_plane, far_plane, render_mode, rasterize_mode, rows)
     if backend == "gsplat":
-        if not means.is_cuda:
-            raise ValueError("the gsplat backend needs CUDA tensors; use backend='reference' on the CPU")
+        _require_cuda(means)
         from gsplat.rendering import rasterization
 
         return rasterization(
@@ -100,17 +111,24 @@ def rasterize(
     raise ValueError(f"unknown rasterization backend {backend!r} (expected auto, gsplat or reference)")
 
 
+def _require_cuda(means: Tensor) -> None:
+    if not means.is_cuda:
+        from ns_splat_plus.errors import UserInputError
+
+        raise UserInputError(
+            "--pipeline.model.rasterizer gsplat needs a CUDA GPU, but this run is on the CPU: "
+            "use --pipeline.model.rasterizer auto (the PyTorch reference on the CPU) or train on a GPU"
+        )
+
+
 @torch.no_grad()
 def _gsplat_strips(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
                    near_plane, far_plane, render_mode, rasterize_mode, rows) -> Tuple[Tensor, Tensor, Dict]:
     """gsplat's rasterization() pipeline (projection, SH, tiles, pixels), tiles and pixels per strip."""
-    from gsplat.cuda._wrapper import (
-        fully_fused_projection,
-        isect_offset_encode,
-        isect_tiles,
-        rasterize_to_pixels,
-        spherical_harmonics,
-    )
+    kernels = upstream.gsplat_kernels()
+    fully_fused_projection, isect_tiles = kernels.fully_fused_projection, kernels.isect_tiles
+    isect_offset_encode, rasterize_to_pixels = kernels.isect_offset_encode, kernels.rasterize_to_pixels
+    spherical_harmonics = kernels.spherical_harmonics
 
     C = viewmats.shape[0]
     radii, means2d, depths, conics, compensations = fully_fused_projection(

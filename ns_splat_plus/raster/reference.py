@@ -16,12 +16,14 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
-from gsplat.cuda._torch_impl import (
-    _fully_fused_projection,
-    _quat_scale_to_covar_preci,
-    _spherical_harmonics,
-)
 from torch import Tensor
+
+from ns_splat_plus import upstream
+
+_torch_impl = upstream.torch_reference_ops()
+_fully_fused_projection = _torch_impl._fully_fused_projection
+_quat_scale_to_covar_preci = _torch_impl._quat_scale_to_covar_preci
+_spherical_harmonics = _torch_impl._spherical_harmonics
 
 TILE_SIZE = 16
 ALPHA_MIN = 1.0 / 255.0

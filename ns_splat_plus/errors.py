@@ -1,0 +1,54 @@
+"""The one error type for stops a user can act on: :class:`SplatPlusError`.
+
+Every error a user can cause (bad data, a bad checkpoint, more GPUs than exist, gradients that
+cannot train) is a ``SplatPlusError`` whose message says what is wrong and what to do. It is a
+``SystemExit`` on purpose: ns-train, ns-eval and ns-viewer have no error handler of their own,
+and a ``SystemExit`` carrying a message prints that one message and exits non-zero, without a
+traceback. :func:`exit_on_user_error` is the one handler for the places where splat-plus wants
+its own formatting (a red console line) and exit status.
+
+Lives at the top of the package (not in ``training/``) because every layer raises it and it
+imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Optional
+
+
+class SplatPlusError(SystemExit):
+    """A stop the user can act on; ``str(err)`` is the whole message."""
+
+    exit_status = 1
+
+    def __init__(self, message: str, what_to_do: Optional[str] = None) -> None:
+        text = message if what_to_do is None else f"{message}\n  What to do: {what_to_do}"
+        super().__init__(text)
+
+    @property
+    def message(self) -> str:
+        return str(self.code)
+
+    def __str__(self) -> str:
+        return str(self.code)
+
+
+class UserInputError(SplatPlusError):
+    """Something in the command line or the dataset that the user can fix (exit status 2)."""
+
+    exit_status = 2
+
+
+@contextlib.contextmanager
+def exit_on_user_error(rank: int = 0) -> Iterator[None]:
+    """Print a SplatPlusError as one red message on stderr (rank 0) and exit with its status."""
+    try:
+        yield
+    except SplatPlusError as err:
+        if rank == 0:
+            from rich.console import Console
+            from rich.markup import escape
+
+            Console(stderr=True, soft_wrap=True).print(f"[bold red]splat-plus: {escape(err.message)}[/bold red]")
+        raise SystemExit(err.exit_status) from None

@@ -1,0 +1,74 @@
+"""Per-image metrics of one pass over the eval split, and ns-eval's JSON shape: :class:`EvalReport`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+# Metrics nerfstudio's ns-eval reports (mean and, with get_std, <name>_std), in its order.
+NS_EVAL_METRICS = ("psnr", "ssim", "lpips", "num_rays_per_sec", "fps")
+
+
+def mean_and_std(values: Sequence[Optional[float]]) -> Tuple[Optional[float], Optional[float]]:
+    """Mean and (unbiased, as nerfstudio's torch.std_mean) std of the non-None values.
+
+    None when no value is available (LPIPS offline) or, for the std, fewer than two values:
+    never 0 and never NaN (NaN is not valid JSON).
+    """
+    present = [float(v) for v in values if v is not None]
+    if not present:
+        return None, None
+    mean = sum(present) / len(present)
+    if len(present) < 2:
+        return mean, None
+    var = sum((v - mean) ** 2 for v in present) / (len(present) - 1)
+    return mean, math.sqrt(var)
+
+
+def scalar_metrics(metrics: Dict[str, Any]) -> Dict[str, float]:
+    """The entries a writer can log: numbers only (LPIPS None is left out, not logged as 0)."""
+    out = {}
+    for key, value in metrics.items():
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
+            out[key] = float(value)
+    return out
+
+
+@dataclass
+class EvalReport:
+    """Per-image metrics of one pass over the eval split, and what they were computed on."""
+
+    per_image: List[Dict[str, Any]]
+    split: Dict[str, Any]
+    num_gaussians: Optional[int]
+    memory: Dict[str, Any] = field(default_factory=dict)
+
+    def averages(self, get_std: bool) -> Dict[str, Optional[float]]:
+        """nerfstudio's shape: psnr, ssim, lpips, num_rays_per_sec, fps (+ ``_std`` with get_std)."""
+        keys = [k for k in NS_EVAL_METRICS if any(k in m for m in self.per_image)]
+        keys += sorted({k for m in self.per_image for k in m} - set(keys) - {"image", "index"})
+        out: Dict[str, Optional[float]] = {}
+        for key in keys:
+            mean, std = mean_and_std([m.get(key) for m in self.per_image])
+            out[key] = mean
+            if get_std:
+                out[f"{key}_std"] = std
+        return out
+
+    def ns_eval_results(self) -> Dict[str, Any]:
+        """``results`` of ns-eval's JSON: nerfstudio's keys, then what splat-plus adds."""
+        return {
+            **self.averages(get_std=True),
+            "lpips_available": any(m.get("lpips") is not None for m in self.per_image),
+            "num_images": len(self.per_image),
+            "num_gaussians": self.num_gaussians,
+            "split": self.split,
+            "memory": self.memory,
+            "per_image": self.per_image,
+        }
+

@@ -1,0 +1,177 @@
+"""Evaluation that never needs more memory than training.
+
+nerfstudio 1.1.5 evaluates with autograd enabled (``VanillaPipeline.get_average_eval_image_metrics``,
+``get_eval_image_metrics_and_images``, ``get_eval_loss_dict``) and ``FullImageDatamanager`` puts
+every eval image on the device at once (``cached_eval`` with ``cache_images="gpu"``, and
+``fixed_indices_eval_dataloader``). Here every evaluation path runs under ``torch.no_grad``, eval
+images stay in host memory and move to the device one at a time, metrics come from the held-out
+split only (and the split is described), LPIPS is ``None`` when unavailable (never 0), and the
+peak device memory of training and of evaluation is tracked separately.
+
+Entry points: :func:`evaluate_all_images` (ns-eval and the in-training "all images" evaluation),
+:func:`evaluate_one_image` (the in-training single image), :func:`load_eval_images_on_host` (the
+datamanager's eval cache). Peak memory: :mod:`.memory`; the split: :mod:`.split`; the report: :mod:`.report`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+from ns_splat_plus import upstream
+from ns_splat_plus.evaluation.memory import memory_tracker
+from ns_splat_plus.evaluation.report import EvalReport, scalar_metrics
+from ns_splat_plus.evaluation.split import describe_split
+
+
+# --- eval images: host memory, one at a time to the device -----------------------------------------
+
+
+def load_eval_images_on_host(datamanager) -> List[Dict[str, torch.Tensor]]:
+    """The eval images, undistorted and cached in host memory (pinned when CUDA is available).
+
+    Replaces ``FullImageDatamanager.cached_eval``, which with ``cache_images="gpu"`` keeps every eval
+    image on the device for the rest of the run. Undistortion rewrites the eval cameras' intrinsics,
+    so this must run exactly once per datamanager (it backs a cached property).
+    """
+    train_cameras = datamanager.__dict__.get("train_cameras")  # _load_images overwrites it
+    # "cpu" pins memory, which needs a CUDA driver; on a machine without one "gpu" with a CPU
+    # datamanager device is a plain host cache.
+    host_mode = "cpu" if torch.cuda.is_available() else "gpu"
+    if host_mode == "gpu" and torch.device(datamanager.device).type != "cpu":
+        host_mode = "cpu"
+    images = upstream.load_images(datamanager, "eval", cache_images_device=host_mode)
+    if train_cameras is not None:
+        datamanager.train_cameras = train_cameras
+    return images
+
+
+def eval_camera_and_batch(datamanager, index: int, device: torch.device) -> Tuple[Any, Dict[str, Any]]:
+    """Eval camera ``index`` and its batch, with only this image's tensors moved to ``device``."""
+    cameras = datamanager.eval_dataset.cameras
+    if len(cameras.shape) != 1:
+        raise ValueError("splat-plus evaluation assumes one batch dimension of eval cameras")
+    batch = dict(datamanager.cached_eval[index])  # shallow copy: never mutate the cache
+    for key in ("image", "mask"):
+        if isinstance(batch.get(key), torch.Tensor):
+            batch[key] = batch[key].to(device, non_blocking=True)
+    camera = cameras[index : index + 1].to(device)
+    return camera, batch
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _image_metrics(model, outputs, batch) -> Tuple[Dict[str, Optional[float]], Dict[str, torch.Tensor]]:
+    metrics, images = model.get_image_metrics_and_images(outputs, batch)
+    return {k: (float(v) if isinstance(v, (int, float, torch.Tensor)) else v) for k, v in metrics.items()}, images
+
+
+def evaluate_all_images(pipeline, output_path: Optional[Path] = None, image_prefix: str = "eval") -> EvalReport:
+    """Render and score every image of the eval split, one at a time, without autograd.
+
+    Only one eval image, its render and its metric inputs are on the device at any moment.
+    ``output_path``: also save each image of ``get_image_metrics_and_images`` as PNG (as ns-eval's
+    ``--render-output-path`` does).
+    """
+    import torchvision.utils as vutils
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    datamanager = pipeline.datamanager
+    model = pipeline.model
+    device = torch.device(pipeline.device)
+    split = describe_split(datamanager)
+    tracker = memory_tracker(device)
+    if output_path is not None:
+        output_path.mkdir(parents=True, exist_ok=True)
+    was_training = pipeline.training
+    per_image: List[Dict[str, Any]] = []
+    pipeline.eval()
+    try:
+        with tracker.evaluating(), torch.no_grad(), Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            TimeElapsedColumn(),
+            MofNCompleteColumn(),
+            transient=True,
+        ) as progress:
+            task = progress.add_task("[green]Evaluating all images...", total=split["num_images"])
+            for index in range(split["num_images"]):
+                camera, batch = eval_camera_and_batch(datamanager, index, device)
+                _sync(device)
+                start = time.perf_counter()
+                outputs = model.get_outputs_for_camera(camera=camera)
+                metrics, images = _image_metrics(model, outputs, batch)
+                _sync(device)
+                # render + metrics, as nerfstudio times it (so fps compares with splatfacto's ns-eval)
+                seconds = max(time.perf_counter() - start, 1e-9)
+                num_rays = int(camera.height.item() * camera.width.item())
+                if output_path is not None:
+                    for key, image in images.items():  # [H, W, C]
+                        vutils.save_image(
+                            image.permute(2, 0, 1).cpu(), output_path / f"{image_prefix}_{key}_{index:04d}.png"
+                        )
+                per_image.append(
+                    {
+                        "index": index,
+                        "image": split["image_filenames"][index],
+                        **metrics,
+                        "num_rays_per_sec": num_rays / seconds,
+                        "fps": 1.0 / seconds,
+                    }
+                )
+                del outputs, images, batch, camera  # free this image before the next one
+                progress.advance(task)
+    finally:
+        pipeline.train(was_training)
+    num_gaussians = getattr(model, "num_points", None)
+    return EvalReport(
+        per_image=per_image,
+        split=split,
+        num_gaussians=int(num_gaussians) if num_gaussians is not None else None,
+        memory=tracker.as_dict(),
+    )
+
+
+def next_eval_index(datamanager) -> int:
+    """The next eval image, drawn as nerfstudio's ``next_eval_image`` does (each once per round)."""
+    unseen = datamanager.eval_unseen_cameras
+    index = unseen.pop(random.randint(0, len(unseen) - 1))
+    if len(unseen) == 0:
+        datamanager.eval_unseen_cameras = list(range(len(datamanager.eval_dataset)))
+    return index
+
+
+def evaluate_one_image(pipeline, with_loss: bool = False):
+    """One random eval image, without autograd. Returns (outputs, camera, batch, metrics, images, losses).
+
+    ``metrics`` hold only numbers (LPIPS left out when unavailable) so nerfstudio's writer can log them.
+    """
+    datamanager = pipeline.datamanager
+    model = pipeline.model
+    device = torch.device(pipeline.device)
+    was_training = pipeline.training
+    pipeline.eval()
+    try:
+        with memory_tracker(device).evaluating(), torch.no_grad():
+            camera, batch = eval_camera_and_batch(datamanager, next_eval_index(datamanager), device)
+            if with_loss:
+                outputs = model(camera)
+                metrics = model.get_metrics_dict(outputs, batch)
+                losses = model.get_loss_dict(outputs, batch, metrics)
+                return outputs, camera, batch, scalar_metrics(metrics), {}, losses
+            outputs = model.get_outputs_for_camera(camera)
+            metrics, images = _image_metrics(model, outputs, batch)
+            metrics = scalar_metrics(metrics)
+            metrics["num_rays"] = int(camera.height.item() * camera.width.item() * camera.size)
+            return outputs, camera, batch, metrics, images, {}
+    finally:
+        pipeline.train(was_training)
+
+

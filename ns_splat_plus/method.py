@@ -1,0 +1,82 @@
+"""Method specifications registered through nerfstudio's ``nerfstudio.method_configs`` entry point.
+
+The entry points (``splat-plus``, ``splat-plus-mcmc``) name :data:`splat_plus` and
+:data:`splat_plus_mcmc`; the method-level defaults live here. ``splat-plus`` is splatfacto's recipe (same optimizers, schedules and
+densification settings) on splat-plus's model, pipeline and trainer.
+"""
+
+from __future__ import annotations
+
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+from nerfstudio.engine.optimizers import AdamOptimizerConfig
+from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
+from nerfstudio.plugins.types import MethodSpecification
+
+from ns_splat_plus.model import SplatPlusModelConfig
+from ns_splat_plus.training.datamanager import SplatPlusDataManagerConfig
+from ns_splat_plus.training.pipeline import SplatPlusPipelineConfig
+from ns_splat_plus.training.trainer import SplatPlusTrainerConfig
+from ns_splat_plus.viewer import SplatPlusViewerConfig
+
+
+def splatfacto_optimizers(max_steps: int = 30000) -> dict:
+    """splatfacto's optimizer and scheduler settings (nerfstudio 1.1.5 method_configs)."""
+    return {
+        "means": {
+            "optimizer": AdamOptimizerConfig(lr=1.6e-4, eps=1e-15),
+            "scheduler": ExponentialDecaySchedulerConfig(lr_final=1.6e-6, max_steps=max_steps),
+        },
+        "features_dc": {"optimizer": AdamOptimizerConfig(lr=0.0025, eps=1e-15), "scheduler": None},
+        "features_rest": {"optimizer": AdamOptimizerConfig(lr=0.0025 / 20, eps=1e-15), "scheduler": None},
+        "opacities": {"optimizer": AdamOptimizerConfig(lr=0.05, eps=1e-15), "scheduler": None},
+        "scales": {"optimizer": AdamOptimizerConfig(lr=0.005, eps=1e-15), "scheduler": None},
+        "quats": {"optimizer": AdamOptimizerConfig(lr=0.001, eps=1e-15), "scheduler": None},
+        "camera_opt": {
+            "optimizer": AdamOptimizerConfig(lr=1e-4, eps=1e-15),
+            "scheduler": ExponentialDecaySchedulerConfig(
+                lr_final=5e-7, max_steps=max_steps, warmup_steps=1000, lr_pre_warmup=0
+            ),
+        },
+        "bilateral_grid": {
+            "optimizer": AdamOptimizerConfig(lr=2e-3, eps=1e-15),
+            "scheduler": ExponentialDecaySchedulerConfig(
+                lr_final=1e-4, max_steps=max_steps, warmup_steps=1000, lr_pre_warmup=0
+            ),
+        },
+    }
+
+
+def splat_plus_trainer_config(method_name: str = "splat-plus", strategy: str = "default") -> SplatPlusTrainerConfig:
+    return SplatPlusTrainerConfig(
+        method_name=method_name,
+        steps_per_eval_image=100,
+        steps_per_eval_batch=0,
+        steps_per_save=2000,
+        steps_per_eval_all_images=1000,
+        max_num_iterations=30000,
+        mixed_precision=False,
+        pipeline=SplatPlusPipelineConfig(
+            datamanager=SplatPlusDataManagerConfig(
+                dataparser=NerfstudioDataParserConfig(load_3D_points=True),
+                cache_images_type="uint8",
+            ),
+            model=SplatPlusModelConfig(strategy=strategy)
+            if strategy == "default"
+            # nerfstudio's splatfacto-mcmc recipe: relocate at opacity <= 0.005, refine until step 25000
+            else SplatPlusModelConfig(strategy="mcmc", cull_alpha_thresh=0.005, stop_split_at=25000),
+        ),
+        optimizers=splatfacto_optimizers(),
+        viewer=SplatPlusViewerConfig(num_rays_per_chunk=1 << 15),  # auto exit for batch jobs
+        vis="viewer",
+    )
+
+
+splat_plus = MethodSpecification(
+    config=splat_plus_trainer_config(),
+    description="Gaussian splatting (splatfacto recipe) that runs on several GPUs, offline and on CPU",
+)
+
+splat_plus_mcmc = MethodSpecification(
+    config=splat_plus_trainer_config("splat-plus-mcmc", strategy="mcmc"),
+    description="splat-plus with gsplat's MCMC densification (nerfstudio's splatfacto-mcmc recipe)",
+)

@@ -1,0 +1,257 @@
+"""SplatPlusModel: splatfacto's recipe, device-correct, with pluggable rasterizer and strategy.
+
+Differences from ``SplatfactoModel`` (nerfstudio 1.1.5), and why:
+
+* initial Gaussians come from :mod:`ns_splat_plus.model.init` (seeded, canonical order, rank-0
+  broadcast) instead of the global RNG; and nothing is put on ``.cuda()`` (splatfacto puts SfM
+  colours and ``Ks`` on cuda:0, which breaks rank k > 0 and the CPU path);
+* rendering goes through :func:`ns_splat_plus.raster.rasterize` (gsplat on CUDA, the PyTorch
+  reference on CPU);
+* the densification strategy comes from :mod:`ns_splat_plus.strategy` (built from one
+  :class:`~ns_splat_plus.strategy.StrategyOptions`), with the MCMC recipe's regularisers;
+* LPIPS is built from local weights, or downloaded with a short timeout (:mod:`ns_splat_plus.upstream`);
+* per-step training metrics (PSNR) only on logging steps, computed on the device;
+* the training step does not read anything back from the GPU (intrinsics and render size without
+  splatfacto's host-device round trips, the zero regulariser made on the device): the same numbers,
+  but the host runs ahead of the GPU, which the step time and multi-GPU scaling depend on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Literal, Optional, Tuple, Type, Union
+
+import torch
+from pytorch_msssim import SSIM
+
+from nerfstudio.cameras.cameras import Cameras
+from nerfstudio.model_components.lib_bilagrid import BilateralGrid, total_variation_loss
+from nerfstudio.models.splatfacto import SplatfactoModel, SplatfactoModelConfig, get_viewmat
+from nerfstudio.utils.colors import get_color
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from ns_splat_plus import upstream
+from ns_splat_plus.model import init
+from ns_splat_plus.model.metrics import image_metrics, psnr_on_device
+from ns_splat_plus.model.render import render_intrinsics, strip_rows
+from ns_splat_plus.parallel import collectives
+from ns_splat_plus.raster import Backend, rasterize
+from ns_splat_plus.strategy import StrategyOptions, build_strategy
+
+
+@dataclass
+class SplatPlusModelConfig(SplatfactoModelConfig):
+    """splatfacto's options, plus the ones below."""
+
+    _target: Type = field(default_factory=lambda: SplatPlusModel)
+    init_seed: Optional[int] = None
+    """Seed of the initial Gaussians; None: the run's --machine.seed. Same seed, identical Gaussians."""
+    rasterizer: Backend = "auto"
+    """auto: gsplat on CUDA, the pure-PyTorch reference on CPU (small scenes only)."""
+    strategy: Literal["default", "mcmc"] = "default"
+    """Densification: gsplat's DefaultStrategy (splatfacto's) or MCMCStrategy, both instrumented."""
+    # --- densification records and gradient checks (strategy/) ---
+    instrumentation: bool = True
+    """Record refine events and gradient summaries (densification.jsonl, writer, console, callbacks) and
+    stop on zero / non-finite gradients. False: gsplat's plain strategy, no checks."""
+    grad_summary_every: int = 100
+    """Steps between two summaries of the per-step means2d gradient norms."""
+    zero_grad_patience: int = 100
+    """Stop when means2d gradients are missing or all exactly zero for this many consecutive steps (0: never)."""
+    warn_no_densify_after: int = 3
+    """Warn when no Gaussian has crossed the densify threshold by this refine (0: never)."""
+    densify_callbacks: List[str] = field(default_factory=list)
+    """Functions called with every densification record, as 'pkg.module:function'."""
+    max_gs_num: int = 1_000_000
+    """MCMC strategy: maximum number of Gaussians (nerfstudio's name; gsplat's cap_max)."""
+    noise_lr: float = 5e5
+    """MCMC strategy: scale of the per-step position noise (times the means' learning rate)."""
+    mcmc_opacity_reg: float = 0.01
+    """MCMC strategy: weight of the mean-opacity regulariser (0.01 in gsplat's and nerfstudio's MCMC recipes)."""
+    mcmc_scale_reg: float = 0.01
+    """MCMC strategy: weight of the mean-scale regulariser (0.01 in gsplat's and nerfstudio's MCMC recipes).
+    MCMC relocates Gaussians at or below --pipeline.model.cull-alpha-thresh, as upstream does."""
+    eval_max_pixels: Optional[int] = None
+    """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
+    many pixels (same pixels, less memory). None: the largest training render of this process, so that
+    evaluation never needs more rasterizer memory than training; 0: never split."""
+
+
+class SplatPlusModel(SplatfactoModel):
+    config: SplatPlusModelConfig
+
+    def populate_modules(self):
+        upstream.check_versions()  # ns-eval / ns-viewer / ns-export reach here without ns-train's launch
+        settings = init.InitSettings(
+            seed=init.resolve_seed(self.config.init_seed),
+            sh_degree=self.config.sh_degree,
+            random_init=self.config.random_init,
+            num_random=self.config.num_random,
+            random_scale=self.config.random_scale,
+        )
+        if self.seed_points is None and not self.config.random_init:
+            CONSOLE.log("No SfM points in this dataset: starting from random Gaussians (--pipeline.model.random-init).")
+        params = init.initial_gaussians(settings, self.seed_points)
+        params = init.broadcast_from_rank0(params, torch.device(self.kwargs.get("device", "cpu")))
+        self.initial_checksum = init.checksum(params)
+        CONSOLE.log(f"Initial Gaussians: {params['means'].shape[0]}, checksum {self.initial_checksum}")
+        self.gauss_params = torch.nn.ParameterDict({k: torch.nn.Parameter(v) for k, v in params.items()})
+
+        self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
+
+        from torchmetrics.image import PeakSignalNoiseRatio
+
+        self.psnr = PeakSignalNoiseRatio(data_range=1.0)
+        self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)
+        self.lpips = upstream.build_lpips()
+        self.step = 0
+        self.crop_box = None
+        if self.config.background_color == "random":
+            # viser's default background: only used when rendering, as in splatfacto
+            self.background_color = torch.tensor([0.1490, 0.1647, 0.2157])
+        else:
+            self.background_color = get_color(self.config.background_color)
+        if self.config.use_bilateral_grid:
+            self.bil_grids = BilateralGrid(
+                num=self.num_train_data,
+                grid_X=self.config.grid_shape[0],
+                grid_Y=self.config.grid_shape[1],
+                grid_W=self.config.grid_shape[2],
+            )
+
+        options = StrategyOptions.from_model_config(self.config, self.num_train_data, collectives.get_world_size())
+        self.strategy = build_strategy(options)
+        self.strategy_state = self.strategy.initialize_state(scene_scale=1.0)
+
+    def get_outputs(self, camera: Cameras) -> Dict[str, Union[torch.Tensor, List]]:
+        if not isinstance(camera, Cameras):
+            raise TypeError(f"get_outputs expects a Cameras object, got {type(camera).__name__}")
+        if self.training:
+            if camera.shape[0] != 1:
+                raise ValueError("splat-plus trains on one camera at a time")
+            optimized_camera_to_world = self.camera_optimizer.apply_to_camera(camera)
+        else:
+            optimized_camera_to_world = camera.camera_to_worlds
+
+        crop_ids = None
+        if self.crop_box is not None and not self.training:
+            crop_ids = self.crop_box.within(self.means).squeeze()
+            if crop_ids.sum() == 0:
+                return self.get_empty_outputs(
+                    int(camera.width.item()), int(camera.height.item()), self.background_color
+                )
+        g = {k: (v[crop_ids] if crop_ids is not None else v) for k, v in self.gauss_params.items()}
+        colors = torch.cat((g["features_dc"][:, None, :], g["features_rest"]), dim=1)
+
+        viewmat = get_viewmat(optimized_camera_to_world)
+        K, W, H = render_intrinsics(camera, 1.0 / self._get_downscale_factor())
+        self.last_size = (H, W)
+        if self.training:
+            self.max_train_pixels = max(getattr(self, "max_train_pixels", 0), H * W)
+
+        if self.config.rasterize_mode not in ("antialiased", "classic"):
+            raise ValueError(f"Unknown rasterize_mode: {self.config.rasterize_mode}")
+        render_mode = "RGB+ED" if (self.config.output_depth_during_training or not self.training) else "RGB"
+        if self.config.sh_degree > 0:
+            sh_degree_to_use = min(self.step // self.config.sh_degree_interval, self.config.sh_degree)
+        else:
+            colors = torch.sigmoid(colors).squeeze(1)
+            sh_degree_to_use = None
+
+        render, alpha, self.info = rasterize(
+            means=g["means"],
+            quats=g["quats"],
+            scales=torch.exp(g["scales"]),
+            opacities=torch.sigmoid(g["opacities"]).squeeze(-1),
+            colors=colors,
+            viewmats=viewmat,
+            Ks=K,
+            width=W,
+            height=H,
+            sh_degree=sh_degree_to_use,
+            render_mode=render_mode,
+            absgrad=getattr(self.strategy, "absgrad", False),
+            rasterize_mode=self.config.rasterize_mode,
+            backend=self.config.rasterizer,
+            # evaluation / viewer renders larger than training's go in strips: same pixels, training's memory
+            rows=None if self.training else strip_rows(H, W, self.eval_pixel_budget()),
+        )
+        if self.training:
+            self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)
+
+        background = self._get_background_color()
+        if self.training:
+            rgb = torch.clamp(render[..., :3] + (1 - alpha) * background, 0.0, 1.0)
+        else:  # no autograd here: composite in place, no full-resolution temporaries
+            rgb = render[..., :3].addcmul_(1 - alpha, background).clamp_(0.0, 1.0)
+        if self.config.use_bilateral_grid and self.training:
+            if camera.metadata is not None and "cam_idx" in camera.metadata:
+                rgb = self._apply_bilateral_grid(rgb, camera.metadata["cam_idx"], H, W)
+        depth_im = None
+        if render_mode == "RGB+ED":
+            depth_im = render[..., 3:4]
+            depth_im = torch.where(alpha > 0, depth_im, depth_im.detach().max()).squeeze(0)
+        if background.shape[0] == 3 and not self.training:
+            background = background.expand(H, W, 3)
+        return {"rgb": rgb.squeeze(0), "depth": depth_im, "accumulation": alpha.squeeze(0), "background": background}
+
+    def get_loss_dict(self, outputs, batch, metrics_dict=None) -> Dict[str, torch.Tensor]:
+        """splatfacto's losses (L1 + SSIM, optional scale regularisation, camera and bilateral-grid
+        terms), with its zero scale regulariser made on the device: splatfacto's
+        ``torch.tensor(0.0).to(device)`` stalls the host until the GPU has finished the forward pass."""
+        gt_img = self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"])
+        pred_img = outputs["rgb"]
+        if "mask" in batch:
+            mask = self._downscale_if_required(batch["mask"]).to(self.device)
+            assert mask.shape[:2] == gt_img.shape[:2] == pred_img.shape[:2]
+            gt_img = gt_img * mask
+            pred_img = pred_img * mask
+        l1 = torch.abs(gt_img - pred_img).mean()
+        ssim_loss = 1 - self.ssim(gt_img.permute(2, 0, 1)[None, ...], pred_img.permute(2, 0, 1)[None, ...])
+        if self.config.use_scale_regularization and self.step % 10 == 0:
+            scale_exp = torch.exp(self.scales)
+            ratio = scale_exp.amax(dim=-1) / scale_exp.amin(dim=-1)
+            scale_reg = 0.1 * (ratio.clamp_min(self.config.max_gauss_ratio) - self.config.max_gauss_ratio).mean()
+        else:
+            scale_reg = torch.zeros((), device=pred_img.device)
+        loss_dict = {
+            "main_loss": (1 - self.config.ssim_lambda) * l1 + self.config.ssim_lambda * ssim_loss,
+            "scale_reg": scale_reg,
+        }
+        if self.config.strategy == "mcmc":  # the MCMC recipe's regularisers (gsplat's and nerfstudio's)
+            if self.config.mcmc_opacity_reg > 0.0:
+                loss_dict["mcmc_opacity_reg"] = self.config.mcmc_opacity_reg * torch.sigmoid(self.opacities).mean()
+            if self.config.mcmc_scale_reg > 0.0:
+                loss_dict["mcmc_scale_reg"] = self.config.mcmc_scale_reg * torch.exp(self.scales).mean()
+        if self.training:
+            self.camera_optimizer.get_loss_dict(loss_dict)
+            if self.config.use_bilateral_grid:
+                loss_dict["tv_loss"] = 10 * total_variation_loss(self.bil_grids.grids)
+        return loss_dict
+
+    def eval_pixel_budget(self) -> int:
+        """Evaluation renders above this many pixels go in strips and are scored on the host (0: never)."""
+        if self.config.eval_max_pixels is not None:
+            return self.config.eval_max_pixels
+        return getattr(self, "max_train_pixels", 0)
+
+    def get_metrics_dict(self, outputs, batch) -> Dict[str, torch.Tensor]:
+        """splatfacto's training metrics, but PSNR only on logging steps (``metrics_every``, set by
+        the trainer to --logging.steps-per-log) and on the device: splatfacto's torchmetrics PSNR
+        synchronises the host with the GPU on every step, and nerfstudio writes it only on log steps."""
+        metrics_dict: Dict[str, torch.Tensor] = {"gaussian_count": self.num_points}
+        every = getattr(self, "metrics_every", 1)
+        if every > 0 and self.step % every == 0:
+            gt_rgb = self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"])
+            metrics_dict["psnr"] = psnr_on_device(outputs["rgb"], gt_rgb)
+            if self.config.color_corrected_metrics:
+                from nerfstudio.model_components.lib_bilagrid import color_correct
+
+                metrics_dict["cc_psnr"] = psnr_on_device(color_correct(outputs["rgb"], gt_rgb), gt_rgb)
+        self.camera_optimizer.get_metrics_dict(metrics_dict)
+        return metrics_dict
+
+    def get_image_metrics_and_images(
+        self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
+    ) -> Tuple[Dict[str, Optional[float]], Dict[str, torch.Tensor]]:
+        return image_metrics(self, outputs, batch)

@@ -1,0 +1,48 @@
+"""Rendering helpers of the model: intrinsics without host-device round trips, and strips.
+
+Entry points: :func:`render_intrinsics` (``K`` [C, 3, 3] and the render size of a camera at a
+scale), :func:`strip_rows` (tile-aligned row ranges for renders larger than training's), and
+:data:`HOST_IMAGE_SIZE` (the camera metadata key the datamanager fills so that the size is
+never read back from the device).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import torch
+
+from nerfstudio.cameras.cameras import Cameras
+
+HOST_IMAGE_SIZE = "host_image_size"
+"""Camera metadata key: (height, width) of the training camera as host ints, so that the model
+never reads the size back from the device (``.item()`` synchronises with the GPU)."""
+
+
+def render_intrinsics(camera: Cameras, scale: float) -> Tuple[torch.Tensor, int, int]:
+    """``(K [C, 3, 3], width, height)`` of ``camera`` rendered at ``scale`` times its resolution.
+
+    The same numbers as splatfacto's ``rescale_output_resolution`` / ``get_intrinsics_matrices`` /
+    ``width.item()``, without their host-device round trips (each of those synchronises with the
+    GPU, several times per training step): K is assembled on the camera's device, and the size
+    comes from the host copy the datamanager puts in the camera's metadata when there is one.
+    """
+    fx, fy, cx, cy = (getattr(camera, name).reshape(-1) * scale for name in ("fx", "fy", "cx", "cy"))
+    zero, one = torch.zeros_like(fx), torch.ones_like(fx)
+    K = torch.stack((fx, zero, cx, zero, fy, cy, zero, zero, one), dim=-1).view(-1, 3, 3)
+    size = (camera.metadata or {}).get(HOST_IMAGE_SIZE)
+    height, width = size if size is not None else (int(camera.height.reshape(-1)[0]), int(camera.width.reshape(-1)[0]))
+    # nerfstudio's floor rounding, in its float32 arithmetic
+    scaled = (torch.tensor([height, width]) * torch.tensor([scale])).to(torch.int64).tolist()
+    return K, scaled[1], scaled[0]
+
+
+STRIP_ALIGN = 16  # gsplat's tile size: strips on tile boundaries render exactly the same pixels
+
+
+def strip_rows(height: int, width: int, max_pixels: int) -> Optional[List[Tuple[int, int]]]:
+    """Tile-aligned row ranges [top, bottom) of at most ``max_pixels`` each; None: render whole."""
+    if max_pixels <= 0 or height * width <= max_pixels:
+        return None
+    rows = max(STRIP_ALIGN, (max_pixels // max(width, 1)) // STRIP_ALIGN * STRIP_ALIGN)
+    return [(top, min(top + rows, height)) for top in range(0, height, rows)]

@@ -1,0 +1,35 @@
+"""Options of data-parallel training (``--data-parallel.*``) and the Adam config with explicit betas."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Tuple
+
+from nerfstudio.configs.base_config import PrintableConfig
+from nerfstudio.engine.optimizers import AdamOptimizerConfig
+
+
+@dataclass
+class DataParallelConfig(PrintableConfig):
+    """How training on W ranks differs from one (see README, "Several GPUs")."""
+
+    scale_schedule: bool = True
+    """Divide every step count (total steps, refine interval / start / stop, SH and resolution schedules, LR-scheduler steps, eval and save intervals) by W: each step sees W cameras."""
+    lr_scaling: Literal["sqrt", "linear", "none"] = "sqrt"
+    """Multiply every learning rate by sqrt(W) (Grendel-GS, "On Scaling Up 3D Gaussian Splatting Training"), by W, or not at all."""
+    scale_adam_betas: bool = True
+    """Adam momentum over W-times larger batches: beta -> beta**W (Grendel-GS)."""
+    replica_check_every: int = 100
+    """Compare a checksum of the parameters across ranks every this many steps (0: only at the end)."""
+    timeout_minutes: float = 15.0
+    """Process-group timeout for torchrun / srun: a rank stuck longer than this in a collective (a peer that vanished) stops with an error. ns-train's own spawn uses nerfstudio's 30 minutes."""
+    scaled_for_world_size: int = 0
+    """Set by splat-plus: the W this config's schedule was already scaled for (0: not scaled)."""
+
+
+@dataclass
+class AdamWithBetasOptimizerConfig(AdamOptimizerConfig):
+    """nerfstudio's Adam config with explicit betas (for the data-parallel momentum rule)."""
+
+    betas: Tuple[float, float] = (0.9, 0.999)
+

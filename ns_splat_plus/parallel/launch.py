@@ -1,0 +1,234 @@
+"""Launching ranks: devices resolved, process group joined, gsplat built once (:func:`prepare_launch`).
+
+Data-parallel splat-plus over torch.distributed, without nerfstudio's DDP wrapper.
+
+One training step on W ranks: every rank renders a different camera (a disjoint shard of one shared
+permutation, :func:`camera_for_step`), backpropagates its own loss, then :func:`average_gradients`
+all-reduces the gradients (:mod:`.gradients`) so every rank applies the same optimizer step.
+Densification statistics are reduced and its random draws made identical in :mod:`ns_splat_plus.strategy`,
+so every replica takes the same refine decisions; :class:`RankMonitor` checks that cheaply every
+``replica_check_every`` steps and bitwise at the end, and any divergence is a clear error.
+
+Launch path (``prepare_launch``, called from ``SplatPlusTrainerConfig.set_timestamp``, the first
+thing ns-train's ``main`` calls): resolve the devices (:mod:`ns_splat_plus.parallel.devices`); under torchrun /
+srun join the process group from the environment; build gsplat's CUDA extension once (global rank 0
+first, then one process per node, then the rest); scale the schedule for W ranks
+(:func:`scale_schedule`). With ``ns-train --machine.num-devices N`` nerfstudio spawns the ranks after
+that; the schedule is scaled and gsplat built in the parent before the spawn.
+
+A rank that dies: mp.spawn (ns-train) and torchrun terminate the other processes as soon as one exits
+with an error; srun does with ``--kill-on-bad-exit=1``. A rank that hangs or vanishes without exiting
+(node failure) makes the others' next collective fail after ``--data-parallel.timeout-minutes``
+(the process group timeout; NCCL's watchdog aborts the communicator, TORCH_NCCL_ASYNC_ERROR_HANDLING).
+"""
+
+
+from __future__ import annotations
+
+import atexit
+import os
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Dict, Optional
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from nerfstudio.utils.rich_utils import CONSOLE
+from rich.markup import escape
+
+from ns_splat_plus import upstream
+from ns_splat_plus.errors import SplatPlusError
+from ns_splat_plus.parallel import collectives, devices
+from ns_splat_plus.parallel.config import DataParallelConfig
+from ns_splat_plus.parallel.devices import DevicePlan, DeviceResolutionError
+from ns_splat_plus.parallel.schedule import scale_schedule
+
+
+# --- process state ---------------------------------------------------------------------------------
+
+_PLAN: Optional[DevicePlan] = None
+_GSPLAT_BUILT = False
+_OWNS_GROUP = False
+_FINISHED_CLEANLY = False
+
+
+def mark_finished_cleanly() -> None:
+    """Called after the final replica check: the process group may then be torn down at exit."""
+    global _FINISHED_CLEANLY
+    _FINISHED_CLEANLY = True
+
+
+def _destroy_if_clean() -> None:
+    # Only after a clean finish: tearing down NCCL while a peer is dead can block.
+    if _OWNS_GROUP and _FINISHED_CLEANLY and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def init_process_group(plan: DevicePlan, timeout: timedelta, env: Optional[Dict[str, str]] = None) -> None:
+    """Join the job's process group from the environment (env://): torchrun's or srun's ranks."""
+    global _OWNS_GROUP
+    if dist.is_initialized():
+        return
+    env = os.environ if env is None else env
+    if plan.master_addr is None:
+        raise DeviceResolutionError(
+            "cannot tell the address of rank 0: set MASTER_ADDR (in SLURM: "
+            'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1))'
+        )
+    # torchrun sets these already; under srun we derive them from SLURM's variables
+    env["MASTER_ADDR"] = plan.master_addr
+    env["MASTER_PORT"] = str(plan.master_port or 29500)
+    env["RANK"] = str(plan.rank)
+    env["WORLD_SIZE"] = str(plan.world_size)
+    env["LOCAL_RANK"] = str(plan.local_rank)
+    env["LOCAL_WORLD_SIZE"] = str(plan.local_world_size)
+    if plan.device_type == "cuda":
+        torch.cuda.set_device(plan.device_index)
+    dist.init_process_group(
+        backend="nccl" if plan.device_type == "cuda" else "gloo",
+        init_method="env://",
+        rank=plan.rank,
+        world_size=plan.world_size,
+        timeout=timeout,
+    )
+    _OWNS_GROUP = True
+    atexit.register(_destroy_if_clean)
+    set_node_local_group(plan.node_rank)
+
+
+def node_groups(node_of_rank: list) -> list:
+    """Ranks of each node, nodes in order of their first rank: ``[[0, 2], [1, 3]]`` for SLURM's
+    cyclic placement of 4 tasks on 2 nodes (not the blocks ``[[0, 1], [2, 3]]``)."""
+    order: list = []
+    for node in node_of_rank:
+        if node not in order:
+            order.append(node)
+    return [[r for r, n in enumerate(node_of_rank) if n == node] for node in order]
+
+
+def set_node_local_group(node_rank: int) -> None:
+    """nerfstudio's ``comms.get_local_rank()`` needs its per-node process group, which only its own
+    launcher makes. Built from every rank's node id (SLURM_NODEID / torchrun's GROUP_RANK), so that
+    any placement of ranks on nodes (blocks or cyclic) gives the right groups."""
+    if upstream.local_process_group() is not None:
+        return
+    groups = node_groups(collectives.all_gather_object(int(node_rank)))
+    rank = collectives.get_rank()
+    for ranks in groups:  # every rank creates every group, in the same order (new_group is collective)
+        group = dist.new_group(ranks)
+        if rank in ranks:
+            upstream.set_local_process_group(group)
+
+
+def build_gsplat_once(plan: DevicePlan) -> None:
+    """Build (or load) gsplat's CUDA extension before ranks train: concurrent first builds collide.
+
+    ns-train: the parent builds before spawning. torchrun / srun: global rank 0 builds first, then
+    local rank 0 of every other node (in case nodes do not share the build cache), then the rest.
+    """
+
+    def build() -> None:
+        if upstream.gsplat_extension() is None:
+            raise SplatPlusError(
+                "gsplat's CUDA extension is not available (no CUDA toolkit / nvcc found to build it). "
+                "Install the CUDA toolkit matching your PyTorch, or train on CPU with --machine.device-type cpu."
+            )
+
+    if not plan.external_ranks or not collectives.is_distributed():
+        build()
+        return
+    if plan.rank == 0:
+        build()
+    collectives.barrier()
+    if plan.local_rank == 0 and plan.rank != 0:
+        build()
+    collectives.barrier()
+    if plan.local_rank != 0:
+        build()
+
+
+def prepare_launch(config) -> DevicePlan:
+    """Everything that must happen before ranks start; idempotent. ``config``: SplatPlusTrainerConfig.
+
+    Resolves devices (exits with one clear message when the request cannot be met), joins the
+    process group under torchrun / srun, builds gsplat once, scales the schedule for W ranks, and sets
+    ``config.machine.num_devices`` to what nerfstudio's launch must spawn. Per process, the group is
+    joined and gsplat built once; every config passed in is resolved and scaled (once per config).
+    """
+    global _PLAN, _GSPLAT_BUILT
+    machine = config.machine
+    cuda_count = torch.cuda.device_count() if machine.device_type == "cuda" else 0
+    try:
+        plan = devices.resolve_devices(
+            machine.num_devices, machine.device_type, os.environ, cuda_count, machine.num_machines
+        )
+    except DeviceResolutionError as error:
+        CONSOLE.print(f"[bold red]error:[/bold red] {escape(str(error))}")
+        raise SystemExit(2) from None
+    dp: DataParallelConfig = config.data_parallel
+    if plan.external_ranks:
+        try:
+            init_process_group(plan, timedelta(minutes=dp.timeout_minutes))
+        except DeviceResolutionError as error:
+            CONSOLE.print(f"[bold red]error:[/bold red] {escape(str(error))}")
+            raise SystemExit(2) from None
+    if plan.rank == 0:
+        CONSOLE.print(plan.message, markup=False, highlight=False)
+        for warning in plan.warnings:
+            CONSOLE.print(f"[yellow]warning: {escape(warning)}[/yellow]")
+    if machine.device_type == "cuda" and not _GSPLAT_BUILT:
+        build_gsplat_once(plan)
+        _GSPLAT_BUILT = True
+    machine.num_devices = plan.num_devices_for_launch
+    if plan.world_size > 1:
+        changes = scale_schedule(config, plan.world_size, dp)
+        if plan.rank == 0 and changes:
+            CONSOLE.print(f"splat-plus: schedule for {plan.world_size} ranks: " + "; ".join(changes), markup=False)
+    _PLAN = plan
+    return plan
+
+
+@dataclass(frozen=True)
+class ProcessContext:
+    rank: int
+    local_rank: int
+    world_size: int
+    device: str
+
+
+def setup_process(config, local_rank: int, world_size: int) -> ProcessContext:
+    """This process's rank and device, for SplatPlusTrainer.__init__ (sets the CUDA device).
+
+    Spawned by ns-train: the process group exists and ``local_rank`` is the GPU. torchrun / srun:
+    the group was joined in :func:`prepare_launch` (joined here if it was skipped).
+    """
+    plan = _PLAN
+    if not dist.is_initialized() and devices.rank_environment(os.environ) is not None:
+        plan = prepare_launch(config)
+    device_type = config.machine.device_type
+    if dist.is_initialized():
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        if plan is not None and plan.external_ranks:
+            local_rank, device_index = plan.local_rank, plan.device_index
+        else:
+            device_index = local_rank
+    else:
+        rank, device_index = 0, local_rank
+    if device_type == "cuda":
+        torch.cuda.set_device(device_index)
+        device = f"cuda:{device_index}"
+    else:
+        device = device_type
+    if world_size > 1:
+        # rank-specific randomness (e.g. random backgrounds) the same way under every launcher;
+        # initialization and densification draw from their own generators, identical on all ranks
+        seed = config.machine.seed + rank
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+    return ProcessContext(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
+
+

@@ -1,0 +1,176 @@
+"""Replica checks of a data-parallel run: cheap periodic comparisons and a bitwise final check.
+
+Entry points: :func:`check_replicas` (every rank's parameter statistics against rank 0's),
+:func:`parameter_checksum` (the one SHA-256 checksum of named tensors, also of the initial
+Gaussians), :class:`RankMonitor` (the trainer's callbacks; ``<run>/ranks/rank<k>.json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Mapping
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from ns_splat_plus.errors import SplatPlusError
+from ns_splat_plus.parallel import collectives
+from ns_splat_plus.parallel.config import DataParallelConfig
+
+
+class ReplicaDivergenceError(SplatPlusError):
+    """Ranks that should hold identical parameters do not."""
+
+
+
+def _param_stats(named: Mapping[str, Tensor]) -> Tensor:
+    rows = []
+    for name in sorted(named):
+        t = named[name].detach()
+        t64 = t.to(torch.float64)
+        rows.append(torch.stack([torch.tensor(float(t.numel()), dtype=torch.float64, device=t.device), t64.sum(), t64.abs().sum()]))
+    return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.float64)
+
+
+def check_replicas(named: Mapping[str, Tensor], step: int) -> None:
+    """Raise ReplicaDivergenceError on every rank if any rank's parameters differ from rank 0's.
+
+    Compares (count, sum, sum of |x|) per parameter in float64, bit for bit: replicas apply the same
+    averaged gradients and refine decisions, so they stay bitwise identical.
+    """
+    if not collectives.is_distributed():
+        return
+    stats = _param_stats(named).to(collectives.collective_device())
+    gathered = [torch.empty_like(stats) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, stats)
+    names = sorted(named)
+    reference = gathered[0].view(torch.int64)
+    for r, other in enumerate(gathered[1:], start=1):
+        if not torch.equal(other.view(torch.int64), reference):
+            a, b = gathered[0].view(-1, 3).cpu(), other.view(-1, 3).cpu()
+            differing = [
+                f"{names[i]} (elements {int(a[i, 0])} vs {int(b[i, 0])}, sum {a[i, 1].item():.9g} vs {b[i, 1].item():.9g})"
+                for i in range(len(names))
+                if not torch.equal(a[i], b[i])
+            ]
+            raise ReplicaDivergenceError(
+                f"step {step}: rank {r}'s parameters differ from rank 0's: {', '.join(differing)}. "
+                "The replicas no longer train the same model (non-identical densification or a missed "
+                "gradient all-reduce); stopping instead of producing a silently wrong result."
+            )
+
+
+def parameter_checksum(named: Mapping[str, Tensor]) -> str:
+    """SHA-256 (16 hex digits) of names, shapes and bytes of the tensors, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(named):
+        t = named[name].detach().to("cpu").contiguous()
+        digest.update(name.encode())
+        digest.update(str(tuple(t.shape)).encode())
+        digest.update(t.numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+class RankMonitor:
+    """Per-rank bookkeeping of a data-parallel run: checksums logged, compared and written.
+
+    ``<run dir>/ranks/rank<r>.json`` holds, per rank: the initial checksum of every rank, the final
+    parameter checksum and Gaussian count, and how many replica checks passed.
+    """
+
+    def __init__(self, trainer, config: DataParallelConfig) -> None:
+        self.trainer = trainer
+        self.config = config
+        self.rank = collectives.get_rank()
+        self.world_size = collectives.get_world_size()
+        self.checks_passed = 0
+        self.record: Dict[str, Any] = {"rank": self.rank, "world_size": self.world_size}
+
+    @property
+    def enabled(self) -> bool:
+        return collectives.is_distributed()
+
+    def _model(self):
+        return self.trainer.pipeline.model
+
+    def _named_params(self) -> Dict[str, Tensor]:
+        return {name: p for name, p in self._model().named_parameters()}
+
+    def _write(self) -> None:
+        path = Path(self.trainer.base_dir) / "ranks" / f"rank{self.rank}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.record, indent=2))
+
+    def record_initial(self) -> None:
+        if not self.enabled:
+            return
+        local = getattr(self._model(), "initial_checksum", None)
+        gathered: List[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, local)
+        CONSOLE.log(f"rank {self.rank} of {self.world_size}: initial Gaussians checksum {local}")
+        self.record.update(
+            {
+                "device": str(self.trainer.device),
+                "initial_checksum": local,
+                "initial_checksums": gathered,
+                "initial_match": all(c == gathered[0] for c in gathered),
+            }
+        )
+        if self.rank == 0:
+            CONSOLE.log(f"initial Gaussians identical on all {self.world_size} ranks: checksum {gathered[0]}")
+        self._write()
+
+    def after_iteration(self, step: int) -> None:
+        every = self.config.replica_check_every
+        if self.enabled and every > 0 and step > 0 and step % every == 0:
+            check_replicas(self._named_params(), step)
+            self.checks_passed += 1
+
+    def after_train(self, step: int) -> None:
+        if not self.enabled:
+            return
+        params = self._named_params()
+        local = parameter_checksum(params)
+        gathered: List[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, local)
+        gauss = getattr(self._model(), "gauss_params", None)
+        num_gaussians = int(gauss["means"].shape[0]) if gauss is not None else None
+        self.record.update(
+            {
+                "final_step": step,
+                "final_checksum": local,
+                "final_checksums": gathered,
+                "final_num_gaussians": num_gaussians,
+                "replica_checks_passed": self.checks_passed,
+            }
+        )
+        self._write()
+        mismatched = [r for r, c in enumerate(gathered) if c != gathered[0]]
+        if mismatched:
+            raise ReplicaDivergenceError(
+                f"after step {step} the parameters of ranks {mismatched} differ from rank 0's (checksums {gathered})"
+            )
+        if self.rank == 0:
+            CONSOLE.log(
+                f"final parameters identical on all {self.world_size} ranks: {num_gaussians} Gaussians, checksum {local}"
+            )
+        collectives.barrier()
+        from ns_splat_plus.parallel.launch import mark_finished_cleanly
+
+        mark_finished_cleanly()
+
+    def callbacks(self) -> list:
+        from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
+
+        if not self.enabled:
+            return []
+        return [
+            TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], self.after_iteration),
+            TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN], self.after_train),
+        ]
+

@@ -1,0 +1,31 @@
+"""Densification, shaped like ``gsplat.strategy``: instrumented Default and MCMC strategies.
+
+Entry points: :func:`build_strategy` with :class:`StrategyOptions` (what the model calls),
+:func:`attach_to_trainer` (records into the run directory), :func:`register_callback` (user
+callbacks on densification records). Modules: ``default.py`` / ``mcmc.py`` (the strategies),
+``monitor.py`` (the per-step gradient monitor), ``stats.py`` (statistics behind decisions),
+``records.py`` (records, sinks, callbacks), ``mcmc_torch.py`` (MCMC kernels in PyTorch, for the CPU).
+"""
+
+from ns_splat_plus.strategy.build import InstrumentedStrategy, StrategyOptions, attach_to_trainer, build_strategy
+from ns_splat_plus.strategy.default import InstrumentedDefaultStrategy
+from ns_splat_plus.strategy.mcmc import InstrumentedMCMCStrategy
+from ns_splat_plus.strategy.monitor import GradientMonitor, TrainingHealthError, seeded_rng
+from ns_splat_plus.strategy.records import (
+    EVENTS,
+    JSONL_NAME,
+    DensificationLog,
+    console_line,
+    load_callback,
+    recording_paused,
+    register_callback,
+    unregister_callback,
+)
+from ns_splat_plus.strategy.stats import grad2d_statistics, opacity_statistics
+
+__all__ = [
+    "EVENTS", "JSONL_NAME", "DensificationLog", "GradientMonitor", "InstrumentedDefaultStrategy",
+    "InstrumentedMCMCStrategy", "InstrumentedStrategy", "StrategyOptions", "TrainingHealthError",
+    "attach_to_trainer", "build_strategy", "console_line", "grad2d_statistics", "load_callback",
+    "opacity_statistics", "recording_paused", "register_callback", "seeded_rng", "unregister_callback",
+]

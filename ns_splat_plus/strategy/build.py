@@ -1,0 +1,165 @@
+"""Building a strategy from the model's options, and wiring its records into a run.
+
+Entry points: :class:`StrategyOptions` (every option a strategy takes, read once from the model
+config by :meth:`StrategyOptions.from_model_config`), :func:`build_strategy` (options -> an
+instrumented gsplat strategy) and :func:`attach_to_trainer` (densification.jsonl in the run
+directory, the viewer panel's callbacks, the ``start`` record).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Tuple, Union
+
+from gsplat.strategy import MCMCStrategy
+
+from ns_splat_plus.parallel import collectives
+from ns_splat_plus.parallel.schedule import scaled_steps
+from ns_splat_plus.strategy.default import InstrumentedDefaultStrategy
+from ns_splat_plus.strategy.mcmc import InstrumentedMCMCStrategy
+from ns_splat_plus.strategy.records import DensificationLog
+
+InstrumentedStrategy = Union[InstrumentedDefaultStrategy, InstrumentedMCMCStrategy]
+
+
+@dataclass(frozen=True)
+class StrategyOptions:
+    """Everything :func:`build_strategy` needs, in gsplat's names. Built from the model config by
+    :meth:`from_model_config` (the one place that maps splatfacto's option names to gsplat's)."""
+
+    strategy: Literal["default", "mcmc"]
+    refine_start_iter: int
+    refine_stop_iter: int
+    refine_every: int
+    # DefaultStrategy (splatfacto's recipe)
+    prune_opa: float
+    grow_grad2d: float
+    grow_scale3d: float
+    grow_scale2d: float
+    prune_scale3d: float
+    prune_scale2d: float
+    refine_scale2d_stop_iter: int
+    reset_every: int
+    pause_refine_after_reset: int
+    absgrad: bool
+    # MCMCStrategy
+    cap_max: int
+    noise_lr: float
+    min_opacity: float
+    # instrumentation (densification.jsonl, gradient checks)
+    instrumentation: bool
+    grad_summary_every: int
+    zero_grad_patience: int
+    warn_no_densify_after: int
+    rng_seed: int
+    callbacks: Tuple[str, ...] = ()
+
+    @classmethod
+    def from_model_config(cls, config, num_train_data: int, world_size: int) -> "StrategyOptions":
+        """``config``: a SplatPlusModelConfig (splatfacto's option names plus splat-plus's)."""
+        from ns_splat_plus.model.init import resolve_seed
+
+        return cls(
+            strategy=config.strategy,
+            refine_start_iter=config.warmup_length,
+            refine_stop_iter=config.stop_split_at,
+            refine_every=config.refine_every,
+            prune_opa=config.cull_alpha_thresh,
+            grow_grad2d=config.densify_grad_thresh,
+            grow_scale3d=config.densify_size_thresh,
+            grow_scale2d=config.split_screen_size,
+            prune_scale3d=config.cull_scale_thresh,
+            prune_scale2d=config.cull_screen_size,
+            refine_scale2d_stop_iter=config.stop_screen_size_at,
+            reset_every=config.reset_alpha_every * config.refine_every,
+            # one epoch of images after a reset; on W ranks an epoch takes num_train_data / W steps
+            pause_refine_after_reset=scaled_steps(num_train_data, world_size) + config.refine_every,
+            absgrad=config.use_absgrad,
+            cap_max=config.max_gs_num,
+            noise_lr=config.noise_lr,
+            min_opacity=config.cull_alpha_thresh,  # nerfstudio: MCMC relocates at --pipeline.model.cull-alpha-thresh
+            instrumentation=config.instrumentation,
+            grad_summary_every=max(1, config.grad_summary_every),
+            zero_grad_patience=config.zero_grad_patience,
+            warn_no_densify_after=config.warn_no_densify_after,
+            rng_seed=resolve_seed(config.init_seed),
+            callbacks=tuple(config.densify_callbacks),
+        )
+
+
+def build_strategy(options: StrategyOptions) -> InstrumentedStrategy:
+    """The instrumented gsplat strategy ``options.strategy`` names (default or mcmc)."""
+    if options.refine_every <= 0:
+        from ns_splat_plus.errors import UserInputError
+
+        raise UserInputError(
+            f"--pipeline.model.refine-every must be a positive number of steps, got {options.refine_every}"
+        )
+    common = dict(
+        instrumentation=options.instrumentation,
+        grad_summary_every=options.grad_summary_every,
+        zero_grad_patience=options.zero_grad_patience,
+        warn_no_densify_after=options.warn_no_densify_after,
+        rng_seed=options.rng_seed,
+        log=DensificationLog(callback_paths=list(options.callbacks)),
+        refine_start_iter=options.refine_start_iter,
+        refine_stop_iter=options.refine_stop_iter,
+        refine_every=options.refine_every,
+        verbose=False,
+    )
+    if options.strategy == "mcmc":
+        return InstrumentedMCMCStrategy(
+            cap_max=options.cap_max, noise_lr=options.noise_lr, min_opacity=options.min_opacity, **common
+        )
+    if options.strategy != "default":
+        raise ValueError(f"unknown densification strategy {options.strategy!r}: use 'default' or 'mcmc'")
+    return InstrumentedDefaultStrategy(
+        prune_opa=options.prune_opa,
+        grow_grad2d=options.grow_grad2d,
+        grow_scale3d=options.grow_scale3d,
+        grow_scale2d=options.grow_scale2d,
+        prune_scale3d=options.prune_scale3d,
+        prune_scale2d=options.prune_scale2d,
+        refine_scale2d_stop_iter=options.refine_scale2d_stop_iter,
+        reset_every=options.reset_every,
+        pause_refine_after_reset=options.pause_refine_after_reset,
+        absgrad=options.absgrad,
+        revised_opacity=False,
+        **common,
+    )
+
+
+def attach_to_trainer(trainer) -> None:
+    """Point the model's densification log at the run directory and the viewer panel, and write
+    the ``start`` record (settings of the strategy). Called from ``SplatPlusTrainer.setup``."""
+    model = trainer.pipeline.model
+    strategy = getattr(model, "strategy", None)
+    log = getattr(strategy, "log", None)
+    if not isinstance(log, DensificationLog):
+        return
+    log.set_run_dir(trainer.base_dir)
+    log.load_configured_callbacks()  # a wrong 'pkg.module:function' fails here, before step 0
+    panel = getattr(trainer, "health_panel", None)
+    if panel is not None:
+        if hasattr(panel, "on_refine"):
+            log.add_callback(panel.on_refine, events=["refine"])
+        if hasattr(panel, "on_gradient_summary"):
+            log.add_callback(panel.on_gradient_summary, events=["gradient_summary"])
+    if strategy.instrumentation:
+        settings = {
+            k: getattr(strategy, k)
+            for k in (
+                "grow_grad2d", "grow_scale3d", "prune_opa", "refine_start_iter", "refine_stop_iter", "refine_every",
+                "reset_every", "absgrad", "cap_max", "noise_lr", "min_opacity",
+            )
+            if hasattr(strategy, k)
+        }
+        log.emit(
+            {
+                "step": int(getattr(trainer, "_start_step", 0)), "event": "start",
+                "strategy": "mcmc" if isinstance(strategy, MCMCStrategy) else "default",
+                "num_gaussians": int(model.num_points), "world_size": collectives.get_world_size(), "settings": settings,
+                "zero_grad_patience": strategy.zero_grad_patience, "grad_summary_every": strategy.grad_summary_every,
+            }
+        )
+

@@ -1,0 +1,272 @@
+"""Checkpoints that resume exactly and load safely (``weights_only=True``), with clear errors.
+
+Why not nerfstudio's ``Trainer._load_checkpoint``:
+
+* ``SplatfactoModel.load_state_dict`` replaces every Gaussian ``nn.Parameter`` (the count changed
+  since start), but the optimizers were built before and keep the stale ones; the next step then
+  indexes optimizer state of the wrong size (nerfstudio #3554, a CUDA index error). We rebind the
+  optimizers' parameter groups to the model's current parameters before loading their state.
+* the densification strategy state (gsplat ``strategy_state``: accumulated 2D gradients, counts,
+  radii) is not saved at all, so a resumed run densifies from empty statistics;
+* the checkpoint is picked by parsing every file name in the directory, so any stray file (an
+  interrupted save's temporary file) breaks it; we only consider ``step-<N>.ckpt``, and we write
+  the temporary file outside the checkpoint directory so nerfstudio's own loaders (ns-eval,
+  ns-viewer) never see it;
+* a truncated or mismatched checkpoint ends in a traceback from deep inside torch; here it is one
+  :class:`CheckpointError` naming the file and what to do.
+
+Everything saved is plain tensors / Python numbers, loadable with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import torch
+
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from ns_splat_plus import upstream
+from ns_splat_plus.errors import SplatPlusError
+
+CHECKPOINT_NAME = re.compile(r"^step-(\d+)\.ckpt$")
+# Extra entry in the checkpoint's "pipeline" dict, so that ns-eval (which only hands the pipeline
+# dict to the pipeline) can report what the training run measured. Popped before load_state_dict.
+RUN_INFO_KEY = "splat_plus.run_info"
+GAUSSIAN_KEY_PREFIX = "_model.gauss_params."
+PER_GAUSSIAN_STRATEGY_KEYS = ("grad2d", "count", "radii")
+
+
+class CheckpointError(SplatPlusError):
+    """A checkpoint that cannot be used: the message names the file, the problem and what to do."""
+
+    def __init__(self, path: Optional[Path], problem: str, what_to_do: str):
+        where = f"Checkpoint {path}" if path is not None else "Checkpoint"
+        self.path = path
+        self.problem = problem
+        super().__init__(f"Error: {where}: {problem}", what_to_do)
+
+
+# --- finding and reading ----------------------------------------------------------------------------
+
+
+def checkpoint_steps(load_dir: Path) -> List[int]:
+    """Steps of the ``step-<N>.ckpt`` files in ``load_dir``, ascending; anything else is ignored."""
+    steps = []
+    for entry in Path(load_dir).iterdir():
+        match = CHECKPOINT_NAME.match(entry.name)
+        if match and entry.is_file():
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def resolve_checkpoint_path(
+    load_dir: Optional[Path], load_step: Optional[int], load_checkpoint: Optional[Path]
+) -> Optional[Path]:
+    """The file ``--load-dir/--load-step`` or ``--load-checkpoint`` designate, or None (fresh run)."""
+    if load_dir is not None:
+        load_dir = Path(load_dir)
+        if not load_dir.is_dir():
+            raise CheckpointError(
+                load_dir, "this --load-dir is not a directory", "pass the run's nerfstudio_models directory"
+            )
+        steps = checkpoint_steps(load_dir)
+        if not steps:
+            raise CheckpointError(
+                load_dir,
+                "no step-<N>.ckpt file in this --load-dir",
+                "pass the run's nerfstudio_models directory (checkpoints are written every --steps-per-save)",
+            )
+        step = steps[-1] if load_step is None else load_step
+        path = load_dir / f"step-{step:09d}.ckpt"
+        if step not in steps:
+            raise CheckpointError(path, "no such file", f"pick one of the saved steps {steps} with --load-step")
+        return path
+    if load_checkpoint is not None:
+        path = Path(load_checkpoint)
+        if not path.is_file():
+            raise CheckpointError(path, "no such file", "check the --load-checkpoint path")
+        return path
+    return None
+
+
+def read_checkpoint(path: Path) -> Dict[str, Any]:
+    """``torch.load(path, weights_only=True)`` on the CPU; unreadable or foreign files are a CheckpointError."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError... for bad files
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "weights_only" in str(err) or "Weights only load failed" in str(err):
+            raise CheckpointError(
+                path,
+                "it holds Python objects that safe loading (weights_only=True) refuses; splat-plus never "
+                "writes such checkpoints (splatfacto and older nerfstudio versions do)",
+                "resume from a checkpoint written by ns-train splat-plus",
+            ) from None
+        raise CheckpointError(
+            path,
+            f"the file cannot be read ({type(err).__name__}: {text}); it is probably truncated or corrupt, "
+            "e.g. the run was killed while writing it",
+            "delete it and resume from an earlier checkpoint (--load-step), or start the run again",
+        ) from None
+    if not isinstance(state, dict) or "pipeline" not in state or "step" not in state:
+        raise CheckpointError(
+            path, "this is not a nerfstudio training checkpoint (no 'pipeline' / 'step')", "pass a step-<N>.ckpt file"
+        )
+    return state
+
+
+# --- what a checkpoint holds ------------------------------------------------------------------------
+
+
+def run_info(trainer) -> Dict[str, Any]:
+    """Facts about the run that ns-eval reports next to its own (train peak memory, Gaussian count)."""
+    from ns_splat_plus.evaluation import memory_tracker
+
+    tracker = memory_tracker(trainer.pipeline.device)
+    tracker.observe_training()
+    return {
+        "method_name": trainer.config.method_name,
+        "train_peak_memory_bytes": tracker.train_peak_bytes,
+        "eval_peak_memory_bytes_during_training": tracker.eval_peak_bytes,
+        "memory_device": str(tracker.device),
+        "num_gaussians": int(trainer.pipeline.model.num_points),
+        "world_size": int(trainer.world_size),
+    }
+
+
+def rng_states() -> Dict[str, Any]:
+    """Global RNG states (python, numpy, torch, this CUDA device): a resumed run draws what the
+    uninterrupted run would have (camera order, eval picks, densification noise)."""
+    np_state = np.random.get_state()
+    states = {
+        "python": random.getstate(),
+        "numpy": {"key": torch.from_numpy(np_state[1].copy()), "pos": int(np_state[2]), "has_gauss": int(np_state[3]),
+                  "cached_gaussian": float(np_state[4])},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state()
+    return states
+
+
+def restore_rng_states(states: Dict[str, Any]) -> None:
+    if "python" in states:
+        version, internal, gauss = states["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "numpy" in states:
+        s = states["numpy"]
+        np.random.set_state(("MT19937", s["key"].numpy().astype(np.uint32), s["pos"], s["has_gauss"], s["cached_gaussian"]))
+    if "torch" in states:
+        torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state(states["cuda"])
+
+
+def sampler_state(datamanager) -> Optional[Dict[str, Any]]:
+    """The train-camera order of a FullImageDatamanager (remaining cameras and its generator)."""
+    if hasattr(datamanager, "checkpoint_sampler_state"):  # a datamanager that knows better
+        return datamanager.checkpoint_sampler_state()
+    unseen = getattr(datamanager, "train_unseen_cameras", None)
+    if unseen is None:
+        return None
+    state: Dict[str, Any] = {"train_unseen_cameras": [int(i) for i in unseen]}
+    generator = getattr(datamanager, "random_generator", None)
+    if isinstance(generator, random.Random):
+        state["random_generator"] = generator.getstate()
+    return state
+
+
+def restore_sampler_state(datamanager, state: Dict[str, Any]) -> None:
+    if hasattr(datamanager, "restore_sampler_state"):
+        datamanager.restore_sampler_state(state)
+        return
+    if "train_unseen_cameras" in state:
+        datamanager.train_unseen_cameras = [int(i) for i in state["train_unseen_cameras"]]
+    if "random_generator" in state and isinstance(getattr(datamanager, "random_generator", None), random.Random):
+        version, internal, gauss = state["random_generator"]
+        datamanager.random_generator.setstate((version, tuple(internal), gauss))
+
+
+def strategy_state_for_checkpoint(model) -> Dict[str, Any]:
+    """gsplat's strategy state (tensors on the CPU, numbers as they are)."""
+    state = getattr(model, "strategy_state", None) or {}
+    saved = {}
+    for key, value in state.items():
+        if isinstance(value, torch.Tensor):
+            saved[key] = value.detach().cpu()
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            saved[key] = value
+        else:  # anything else would make the file fail weights_only loading
+            CONSOLE.print(f"[yellow]Strategy state '{key}' ({type(value).__name__}) is not saved in checkpoints.[/yellow]")
+    return saved
+
+
+def training_facts(trainer) -> Dict[str, Any]:
+    """What a resumed run must share with the run that wrote the checkpoint (checked by :func:`resume`)."""
+    dp = trainer.config.data_parallel
+    model_config = trainer.config.pipeline.model
+    data = getattr(trainer.config.pipeline.datamanager, "data", None) or getattr(
+        trainer.config.pipeline.datamanager.dataparser, "data", None
+    )
+    return {
+        "world_size": int(trainer.world_size),
+        "scale_schedule": bool(dp.scale_schedule),
+        "lr_scaling": str(dp.lr_scaling),
+        "scale_adam_betas": bool(dp.scale_adam_betas),
+        "strategy": str(getattr(model_config, "strategy", "default")),
+        "data": None if data is None else str(Path(data).resolve()),
+    }
+
+
+def checkpoint_state(trainer, step: int, rng_per_rank: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """Everything a splat-plus checkpoint holds, free of numpy objects (loadable with weights_only=True).
+
+    ``rng_per_rank``: every rank's RNG states (gathered by the trainer), so that a run on W ranks
+    resumed on W ranks continues exactly; rank 0's are also stored as ``rng``.
+    """
+    pipeline_state = dict(trainer.pipeline.state_dict())
+    pipeline_state[RUN_INFO_KEY] = run_info(trainer)
+    return upstream.weights_only_safe(
+        {
+            "step": step,
+            "method_name": trainer.config.method_name,
+            "pipeline": pipeline_state,
+            "optimizers": {k: v.state_dict() for (k, v) in trainer.optimizers.optimizers.items()},
+            "schedulers": {k: v.state_dict() for (k, v) in trainer.optimizers.schedulers.items()},
+            "scalers": trainer.grad_scaler.state_dict(),
+            "strategy_state": strategy_state_for_checkpoint(trainer.pipeline.model),
+            "sampler": sampler_state(trainer.pipeline.datamanager),
+            "rng": rng_states() if not rng_per_rank else rng_per_rank[0],
+            "rng_per_rank": rng_per_rank or [],
+            "training": training_facts(trainer),
+        }
+    )
+
+
+def write_checkpoint(state: Dict[str, Any], checkpoint_dir: Path, step: int) -> Path:
+    """Write ``state`` as ``checkpoint_dir/step-<N>.ckpt`` atomically; a failed write (full disk)
+    leaves the earlier checkpoints untouched and ends in one CheckpointError."""
+    path = Path(checkpoint_dir) / f"step-{step:09d}.ckpt"
+    # The temporary file lives beside the checkpoint directory, not in it: nerfstudio's loaders
+    # (ns-eval, ns-viewer) parse every file name there. Same filesystem, so the rename is atomic.
+    tmp_path = path.parent.parent / f".{path.name}.tmp"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(state, tmp_path)
+        tmp_path.replace(path)
+    except (OSError, RuntimeError) as err:
+        tmp_path.unlink(missing_ok=True)
+        reason = getattr(err, "strerror", None) or str(err).strip().splitlines()[0]
+        raise CheckpointError(
+            path,
+            f"it could not be written ({type(err).__name__}: {reason}); earlier checkpoints are untouched",
+            "free disk space (or point --output-dir at another disk) and resume from the last checkpoint",
+        ) from None
+    return path
+
+

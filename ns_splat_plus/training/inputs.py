@@ -1,0 +1,172 @@
+"""Checks of what the user handed us, before any work starts: one clear message, never a traceback.
+
+Entry points: :func:`check_options` (the command line, at launch), :func:`preflight` (the dataset
+the run points to: path, images and their layout, SfM points; before the dataparser runs) and
+:func:`dataparser_errors` (errors nerfstudio's dataparsers raise about the data become one
+:class:`~ns_splat_plus.errors.UserInputError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+from ns_splat_plus.errors import UserInputError
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".exr", ".tif", ".tiff", ".bmp", ".webp"}
+
+
+def check_options(config) -> None:
+    """Options that cannot work, refused before anything starts (``config``: SplatPlusTrainerConfig)."""
+    if config.max_num_iterations <= 0:
+        raise UserInputError(f"--max-num-iterations must be at least 1, got {config.max_num_iterations}")
+    if getattr(config, "warmup_steps", 0) < 0:
+        raise UserInputError(f"--warmup-steps must be 0 (off) or more, got {config.warmup_steps}")
+    model = config.pipeline.model
+    for name in ("refine_every", "sh_degree_interval"):
+        value = getattr(model, name, 1)
+        if value <= 0:
+            raise UserInputError(f"--pipeline.model.{name.replace('_', '-')} must be a positive number of steps, got {value}")
+    if getattr(model, "rasterizer", "auto") == "gsplat" and config.machine.device_type != "cuda":
+        raise UserInputError(
+            f"--pipeline.model.rasterizer gsplat needs CUDA, but --machine.device-type is {config.machine.device_type}: "
+            "use --pipeline.model.rasterizer auto (the PyTorch reference on the CPU)"
+        )
+
+
+def _dataset_path(config) -> Optional[Path]:
+    datamanager = config.pipeline.datamanager
+    data = getattr(datamanager, "data", None) or getattr(datamanager.dataparser, "data", None)
+    return Path(data) if data is not None else None
+
+
+def _count_images(folder: Path) -> int:
+    if not folder.is_dir():
+        return 0
+    return sum(1 for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def preflight(config) -> None:
+    """Raise UserInputError if the dataset the run points to cannot work."""
+    data = _dataset_path(config)
+    if data is None:
+        raise UserInputError("no dataset given: pass --data PATH (a COLMAP, nerfstudio or instant-ngp scene)")
+    if not data.exists():
+        raise UserInputError(f"dataset path {data} does not exist: check --data")
+    parser = config.pipeline.datamanager.dataparser
+    kind = type(parser).__name__
+    model = config.pipeline.model
+    wants_points = getattr(parser, "load_3D_points", False) and not getattr(model, "random_init", False)
+    if getattr(model, "random_init", False) and getattr(parser, "load_3D_points", False) and kind == "ColmapDataParserConfig":
+        colmap_dir = data / parser.colmap_path
+        if not any((colmap_dir / f"points3D.{ext}").exists() for ext in ("bin", "txt")):
+            # nerfstudio's colmap parser reads points3D whenever load_3D_points is on, whatever the model wants
+            parser.load_3D_points = False
+    if kind == "ColmapDataParserConfig":
+        root = data
+        colmap_dir = root / parser.colmap_path
+        if not colmap_dir.is_dir():
+            raise UserInputError(
+                f"no COLMAP model at {colmap_dir}: run ns-process-data (or COLMAP) on {root}, "
+                "or point --colmap-path (after `colmap`) at the sparse model"
+            )
+        check_image_layout(root / parser.images_path, parser.downscale_factor)
+        has_points = any((colmap_dir / f"points3D.{ext}").exists() for ext in ("bin", "txt"))
+        if wants_points and not has_points:
+            raise UserInputError(
+                f"the COLMAP model at {colmap_dir} has no points3D.bin/points3D.txt, but SfM initialization "
+                "is requested: re-run COLMAP with points, or start from random Gaussians with "
+                "--pipeline.model.random-init True (or pass `colmap --load-3D-points False`)"
+            )
+    elif kind in ("NerfstudioDataParserConfig", "InstantNGPDataParserConfig"):
+        transforms = data if data.suffix == ".json" else data / "transforms.json"
+        if not transforms.is_file():
+            colmap_model = next((p for p in (data / "colmap" / "sparse" / "0", data / "sparse" / "0") if p.is_dir()), None)
+            if colmap_model is not None:
+                raise UserInputError(
+                    f"no transforms.json at {transforms}, but {data} holds a COLMAP model ({colmap_model}): "
+                    "add the `colmap` subcommand after the splat-plus options (ns-train splat-plus --data ... colmap)"
+                )
+            raise UserInputError(f"no transforms.json at {transforms}: is --data the scene folder?")
+        import json
+
+        try:
+            frames = json.loads(transforms.read_text()).get("frames", [])
+        except json.JSONDecodeError as exc:
+            raise UserInputError(f"{transforms} is not valid JSON ({exc})") from None
+        if not frames:
+            raise UserInputError(f"{transforms} lists no frames: the scene has no images")
+
+
+_DATAPARSER_DIRS = ("nerfstudio/data/dataparsers", "nerfstudio/data/utils")
+
+
+def downscaled_folders(images_dir: Path) -> List[int]:
+    """Factors N of the ``<images>_N`` folders beside ``images_dir`` that hold images (``images_2`` -> 2)."""
+    parent, name = images_dir.parent, images_dir.name
+    if not parent.is_dir():
+        return []
+    factors = []
+    for entry in parent.iterdir():
+        match = re.fullmatch(re.escape(name) + r"_(\d+)", entry.name)
+        if match and _count_images(entry) > 0:
+            factors.append(int(match.group(1)))
+    return sorted(factors)
+
+
+def is_batch_job() -> bool:
+    """No terminal to answer a prompt (sbatch, nohup, CI, a subprocess)."""
+    try:
+        return not sys.stdin.isatty()
+    except (ValueError, OSError):
+        return True
+
+
+def check_image_layout(images_dir: Path, downscale_factor: Optional[int]) -> None:
+    """Accept every layout nerfstudio's colmap parser reads: ``images/`` and/or ``images_N/``.
+
+    nerfstudio opens ``images/<name>`` to pick a factor when none is given, and asks on the
+    terminal whether to create a missing ``images_N/`` (a batch job then hangs or dies): both
+    become one message here.
+    """
+    full = _count_images(images_dir)
+    factors = downscaled_folders(images_dir)
+    if full == 0 and not factors:
+        raise UserInputError(f"no images found in {images_dir} (nor in {images_dir.name}_2, _4, ...): the scene needs its photos there")
+    if downscale_factor is None or downscale_factor == 1:
+        if full == 0:
+            options = " or ".join(f"`colmap --downscale-factor {f}`" for f in factors)
+            raise UserInputError(
+                f"{images_dir} has no images, only the downscaled folder(s) "
+                + ", ".join(f"{images_dir.name}_{f}/" for f in factors)
+                + f": pass {options} to train on them"
+            )
+        return
+    if downscale_factor not in factors and (full == 0 or is_batch_job()):
+        have = ", ".join(f"{images_dir.name}_{f}/" for f in factors) or "none"
+        fix = f"pass a factor that exists (downscaled folders: {have})"
+        if full > 0:
+            fix += f", or create {images_dir.name}_{downscale_factor}/ first (run ns-train once from a terminal, which offers it)"
+        raise UserInputError(f"--downscale-factor {downscale_factor} needs {images_dir.parent / f'{images_dir.name}_{downscale_factor}'}, which has no images: {fix}")
+
+
+_DATAPARSER_DIRS = ("nerfstudio/data/dataparsers", "nerfstudio/data/utils")
+
+
+@contextlib.contextmanager
+def dataparser_errors() -> Iterator[None]:
+    """Errors nerfstudio's dataparsers raise about the data (bare asserts, ValueErrors, missing files)
+    become one UserInputError naming what they said."""
+    try:
+        yield
+    except UserInputError:
+        raise
+    except (AssertionError, ValueError, FileNotFoundError, OSError) as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames and any(d in frames[-1].filename.replace("\\", "/") for d in _DATAPARSER_DIRS):
+            raise UserInputError(f"the dataset could not be loaded: {exc or type(exc).__name__}") from None
+        raise

@@ -1,0 +1,150 @@
+"""The training loop of splat-plus: :func:`train_loop`, nerfstudio 1.1.5's ``Trainer.train`` with
+the step of :mod:`ns_splat_plus.training.step`, and what a batch job needs.
+
+Differences from nerfstudio's loop, and why:
+
+* ``--max-num-iterations`` always counts from step 0, also when resuming: nerfstudio 1.1.5 runs
+  ``max_num_iterations`` more steps after a resume and its main branch subtracts the start step
+  itself; owning the loop makes resume independent of which nerfstudio is installed, and the
+  progress line and ETA stay right (no "110 %" after a resume);
+* SIGINT (Ctrl-C) and SIGTERM (what schedulers send before killing a job) end the run at a step
+  boundary, save a checkpoint and exit non-zero with one line (nerfstudio prints a traceback and
+  exits 0 on Ctrl-C, and dies at once on SIGTERM, losing up to ``--steps-per-save`` steps). On
+  several ranks every rank stops at the same step (the flag is reduced every
+  :data:`STOP_CHECK_EVERY` steps). A second Ctrl-C exits at once without saving.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import Any, Optional
+
+import torch
+
+from nerfstudio.utils import writer
+from nerfstudio.utils.decorators import check_main_thread
+from nerfstudio.utils.misc import step_check
+from nerfstudio.utils.writer import EventName, TimeWriter
+
+from ns_splat_plus.errors import SplatPlusError
+from ns_splat_plus.parallel import collectives
+from ns_splat_plus.training.step import run_training_step
+
+STOP_CHECK_EVERY = 25
+"""On several ranks, a stop request (signal) is agreed on every this many steps (one small all-reduce)."""
+
+
+class TrainingInterrupted(SplatPlusError):
+    """SIGINT / SIGTERM: the run saved a checkpoint and stops (exit status 1, one line)."""
+
+
+class StopRequest:
+    """SIGINT / SIGTERM handlers that ask the loop to stop at the next step boundary."""
+
+    def __init__(self) -> None:
+        self.signal_name: Optional[str] = None
+        self._previous: dict = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set in the main thread (tests may train elsewhere)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def uninstall(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum, frame) -> None:
+        name = signal.Signals(signum).name
+        if self.signal_name is not None and signum == signal.SIGINT:
+            raise SystemExit(f"splat-plus: {name} again: exiting without saving a checkpoint")
+        self.signal_name = name
+
+    def agreed(self, step: int, device: torch.device) -> Optional[str]:
+        """The signal to stop for, the same on every rank (None: go on)."""
+        if not collectives.is_distributed():
+            return self.signal_name
+        if step % STOP_CHECK_EVERY != 0:
+            return None
+        if collectives.any_rank(self.signal_name is not None, device):
+            return self.signal_name or "a signal on another rank"
+        return None
+
+
+def steps_to_run(start_step: int, max_num_iterations: int) -> range:
+    """The steps of this run: from ``start_step`` (0, or one past a resumed checkpoint) to
+    ``max_num_iterations`` (exclusive), which counts from step 0 in every run."""
+    return range(start_step, max(start_step, max_num_iterations))
+
+
+@check_main_thread
+def train_loop(trainer: Any) -> None:
+    """Train ``trainer`` (a set-up SplatPlusTrainer) from ``trainer._start_step``."""
+    assert trainer.pipeline.datamanager.train_dataset is not None, "Missing DatsetInputs"
+    if hasattr(trainer.pipeline.datamanager, "train_dataparser_outputs"):
+        trainer.pipeline.datamanager.train_dataparser_outputs.save_dataparser_transform(
+            trainer.base_dir / "dataparser_transforms.json"
+        )
+    trainer._init_viewer_state()
+    stop = StopRequest()
+    stop.install()
+    device = torch.device(trainer.device)
+    try:
+        with TimeWriter(writer, EventName.TOTAL_TRAIN_TIME):
+            trainer.stop_training = False
+            for step in steps_to_run(trainer._start_step, trainer.config.max_num_iterations):
+                trainer.step = step
+                if trainer.stop_training:
+                    break
+                while trainer.training_state == "paused":
+                    if trainer.stop_training:
+                        trainer._after_train()
+                        return
+                    time.sleep(0.01)
+                with trainer.train_lock:
+                    with TimeWriter(writer, EventName.ITER_TRAIN_TIME, step=step) as train_t:
+                        loss, loss_dict, metrics_dict = run_training_step(trainer, step)
+                if step > 1:  # nerfstudio skips the first two steps for the viewer's speed estimate
+                    writer.put_time(
+                        name=EventName.TRAIN_RAYS_PER_SEC,
+                        duration=trainer.world_size
+                        * trainer.pipeline.datamanager.get_train_rays_per_batch()
+                        / max(0.001, train_t.duration),
+                        step=step,
+                        avg_over_steps=True,
+                    )
+                trainer._update_viewer_state(step)
+                if step_check(step, trainer.config.logging.steps_per_log, run_at_zero=True):
+                    writer.put_scalar(name="Train Loss", scalar=loss, step=step)
+                    writer.put_dict(name="Train Loss Dict", scalar_dict=loss_dict, step=step)
+                    writer.put_dict(name="Train Metrics Dict", scalar_dict=metrics_dict, step=step)
+                    if device.type == "cuda":
+                        writer.put_scalar(
+                            name="GPU Memory (MB)", scalar=torch.cuda.max_memory_allocated(device) / (1024**2), step=step
+                        )
+                if trainer.pipeline.datamanager.eval_dataset:
+                    with trainer.train_lock:
+                        trainer.eval_iteration(step)
+                if step_check(step, trainer.config.steps_per_save):
+                    trainer.save_checkpoint(step)
+                writer.write_out_storage()
+                reason = stop.agreed(step, device)
+                if reason is not None:
+                    _stop_on_signal(trainer, step, reason)
+    finally:
+        stop.uninstall()
+    trainer._after_train()
+
+
+def _stop_on_signal(trainer: Any, step: int, reason: str) -> None:
+    trainer.save_checkpoint(step)
+    writer.write_out_storage()
+    path = trainer.checkpoint_dir / f"step-{step:09d}.ckpt"
+    raise TrainingInterrupted(
+        f"training stopped by {reason} after step {step}; checkpoint saved: {path}",
+        f"resume with: ns-train {trainer.config.method_name} --load-dir {trainer.checkpoint_dir} [the same options]",
+    )

@@ -1,0 +1,99 @@
+"""SplatPlusPipeline: nerfstudio's VanillaPipeline without the DDP wrapper.
+
+nerfstudio wraps the model in DistributedDataParallel when world_size > 1, but gsplat's strategies
+replace the nn.Parameter objects whenever they densify, after which DDP silently stops averaging
+(and with SfM points it refuses to start: strided features_dc). Gradients are averaged by
+:mod:`ns_splat_plus.parallel.gradients` instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Literal, Optional, Type
+
+import torch
+
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
+from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from ns_splat_plus import evaluation
+from ns_splat_plus.training import resume
+
+
+@dataclass
+class SplatPlusPipelineConfig(VanillaPipelineConfig):
+    _target: Type = field(default_factory=lambda: SplatPlusPipeline)
+
+
+class SplatPlusPipeline(VanillaPipeline):
+    config: SplatPlusPipelineConfig
+
+    def __init__(
+        self,
+        config: SplatPlusPipelineConfig,
+        device: str,
+        test_mode: Literal["test", "val", "inference"] = "val",
+        world_size: int = 1,
+        local_rank: int = 0,
+        grad_scaler: Optional[torch.cuda.amp.GradScaler] = None,
+    ):
+        # world_size=1 keeps VanillaPipeline from wrapping the model in DDP
+        super().__init__(config, device, test_mode=test_mode, world_size=1, local_rank=local_rank, grad_scaler=grad_scaler)
+        self.world_size = world_size
+
+    # --- evaluation (evaluation/): no autograd, eval images streamed, held-out split only -------
+
+    def get_training_callbacks(self, training_callback_attributes):
+        callbacks = super().get_training_callbacks(training_callback_attributes)
+        # training and evaluation peaks are measured in separate windows of torch's peak counter
+        tracker = evaluation.memory_tracker(self.device)
+        callbacks.append(TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], tracker.start_training_window))
+        return callbacks
+
+    def get_eval_loss_dict(self, step: int):
+        outputs, _, _, metrics, _, losses = evaluation.evaluate_one_image(self, with_loss=True)
+        evaluation.memory_tracker(self.device).log(step)
+        return outputs, losses, metrics
+
+    def get_eval_image_metrics_and_images(self, step: int):
+        _, _, _, metrics, images, _ = evaluation.evaluate_one_image(self)
+        evaluation.memory_tracker(self.device).log(step)
+        return metrics, images
+
+    def get_average_eval_image_metrics(
+        self, step: Optional[int] = None, output_path: Optional[Path] = None, get_std: bool = False
+    ):
+        """In training (``step`` given): numbers for the writer (LPIPS left out when unavailable).
+        From ns-eval (no ``step``): nerfstudio's keys plus per-image metrics, the split, the Gaussian
+        count and peak memory (the training peak as the checkpoint recorded it)."""
+        report = evaluation.evaluate_all_images(self, output_path=output_path)
+        if step is not None:
+            if not getattr(self, "_split_announced", False):
+                CONSOLE.log(f"Evaluation (all images) on {evaluation.split_summary(report.split)}")
+                self._split_announced = True
+            evaluation.memory_tracker(self.device).log(step)
+            return evaluation.scalar_metrics(report.averages(get_std=get_std))
+        run_info = getattr(self, "run_info", {})
+        report.memory = evaluation.memory_tracker(self.device).as_dict(
+            train_peak_bytes=run_info.get("train_peak_memory_bytes")
+        )
+        report.memory["train_peak_from"] = "checkpoint" if run_info.get("train_peak_memory_bytes") else None
+        report.memory["eval_peak_during_training_bytes"] = run_info.get("eval_peak_memory_bytes_during_training")
+        CONSOLE.print(f"Evaluated {evaluation.split_summary(report.split)}")
+        return report.ns_eval_results()
+
+    def load_pipeline(self, loaded_state: Dict[str, Any], step: int) -> None:
+        """nerfstudio's, after checking the Gaussians fit this model (one clear error otherwise).
+
+        LPIPS weights are never taken from a checkpoint: they are fixed (pretrained), and a run
+        trained offline (no LPIPS) must load where LPIPS is available, and the reverse.
+        """
+        state = dict(loaded_state)
+        self.run_info = resume.pop_run_info(state)
+        resume.check_pipeline_state(state, self.model, path=None)
+        own = self.state_dict()
+        state = {k: v for k, v in state.items() if not k.startswith("_model.lpips.")}
+        state.update({k: v for k, v in own.items() if k.startswith("_model.lpips.")})
+        super().load_pipeline(state, step)

@@ -1,0 +1,59 @@
+"""The run directory: created exclusively, so that no run overwrites or deletes another's files.
+
+nerfstudio names a run ``<output-dir>/<experiment>/<method>/<timestamp>`` with a timestamp to the
+second: two runs of a sweep started in the same second shared one directory (one config
+overwritten, one final checkpoint deleted by the other's keep-only-latest cleanup, both writing
+``densification.jsonl``). :func:`claim` creates the directory atomically and, for an automatic
+timestamp, adds ``-1``, ``-2``... until it gets a directory of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ns_splat_plus.errors import UserInputError
+
+MAX_SUFFIX = 1000
+OWN_FILES = {"config.yml"}
+"""What ns-train writes before training starts: a run directory holding only these is unused."""
+
+
+def claim(config, explicit_timestamp: bool) -> str:
+    """Create ``config``'s run directory exclusively; returns the timestamp that names it.
+
+    ``explicit_timestamp``: the user passed ``--timestamp``; then an existing directory is an error
+    rather than a renamed one (the user asked for that name).
+    """
+    output_dir = Path(config.output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UserInputError(f"--output-dir {output_dir} is a file, not a directory: pass a directory")
+    base = config.timestamp
+    for i in range(MAX_SUFFIX):
+        config.timestamp = base if i == 0 else f"{base}-{i}"
+        run_dir = config.get_base_dir()
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(run_dir)  # atomic: exactly one process creates it
+            return config.timestamp
+        except FileExistsError:
+            if explicit_timestamp:
+                raise UserInputError(
+                    f"the run directory {run_dir} already exists (--timestamp {base}): pick another "
+                    "--timestamp or --experiment-name, so that no run overwrites another's files"
+                ) from None
+        except NotADirectoryError:
+            raise UserInputError(f"cannot create the run directory {run_dir}: a parent is a file") from None
+    raise UserInputError(f"{MAX_SUFFIX} runs already use {config.get_base_dir().parent}/{base}*: pick another --experiment-name")
+
+
+def discard_if_unused(run_dir: Path) -> None:
+    """Remove ``run_dir`` if training never wrote into it (a start-up error), leaving nothing behind."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return
+    entries = list(run_dir.iterdir())
+    if all(e.is_file() and e.name in OWN_FILES for e in entries):
+        for entry in entries:
+            entry.unlink()
+        run_dir.rmdir()

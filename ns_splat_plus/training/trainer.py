@@ -1,0 +1,168 @@
+"""SplatPlusTrainer: nerfstudio's Trainer with the pieces splat-plus needs before and around steps.
+
+Thin on purpose: each concern lives in its own module and is called from one place here
+(launch: :mod:`ns_splat_plus.parallel`; dataset checks: :mod:`.inputs`; the loop and its step:
+:mod:`.loop` / :mod:`.step`; warmup: :mod:`.warmup`; the optimizer update: :mod:`.optimizers`;
+checkpoints: :mod:`.checkpoint`; densification records: :mod:`ns_splat_plus.strategy`; the viewer
+panel: :mod:`ns_splat_plus.viewer`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Type
+
+
+from nerfstudio.engine.trainer import Trainer, TrainerConfig
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from ns_splat_plus import strategy, upstream, viewer
+from ns_splat_plus.errors import UserInputError, exit_on_user_error
+from ns_splat_plus.parallel import DataParallelConfig, RankMonitor, SplatPlusMachineConfig, collectives
+from ns_splat_plus.parallel.launch import prepare_launch, setup_process
+from ns_splat_plus.training import checkpoint, inputs, resume, run_dir, warmup
+from ns_splat_plus.training.loop import train_loop
+from ns_splat_plus.training.optimizers import CheckedOptimizers
+
+
+@dataclass
+class SplatPlusTrainerConfig(TrainerConfig):
+    _target: Type = field(default_factory=lambda: SplatPlusTrainer)
+    machine: SplatPlusMachineConfig = field(default_factory=SplatPlusMachineConfig)
+    """Machine configuration; --machine.num-devices 0 (default) uses every GPU the job was given."""
+    data_parallel: DataParallelConfig = field(default_factory=DataParallelConfig)
+    """Training on several GPUs / processes: schedule and learning-rate scaling, replica checks."""
+    warmup_steps: int = 5
+    """Training steps run (and undone, bitwise) before step 0 to warm kernels, allocator and caches; 0: off."""
+
+    def set_timestamp(self) -> None:
+        # ns-train's main() calls this first, before it prints/saves the config and launches: the
+        # place to check versions and options, resolve devices, join torchrun/srun's process group,
+        # build gsplat once and scale the schedule, before any rank starts. Every rank then uses
+        # rank 0's run directory, which rank 0 creates exclusively (no run overwrites another's).
+        with exit_on_user_error():
+            upstream.check_versions()
+            inputs.check_options(self)
+        model = self.pipeline.model
+        if getattr(model, "init_seed", 0) is None:
+            model.init_seed = self.machine.seed  # the same on every rank, unlike nerfstudio's seed + rank
+        prepare_launch(self)
+        explicit = self.timestamp != "{timestamp}"
+        super().set_timestamp()
+        if collectives.is_main_process():
+            with exit_on_user_error():
+                self.timestamp = run_dir.claim(self, explicit)
+        self.timestamp = collectives.broadcast_object(self.timestamp)
+
+    def print_to_terminal(self) -> None:
+        if collectives.is_main_process():
+            super().print_to_terminal()
+
+    def save_config(self) -> None:
+        if collectives.is_main_process():
+            super().save_config()
+
+
+class SplatPlusTrainer(Trainer):
+    config: SplatPlusTrainerConfig
+
+    def __init__(self, config: SplatPlusTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
+        # torchrun / srun: nerfstudio's launch passes (0, 1); the real rank, world size and GPU come
+        # from the process group (nerfstudio never calls torch.cuda.set_device)
+        process = setup_process(config, local_rank, world_size)
+        super().__init__(config, local_rank=process.local_rank, world_size=process.world_size)
+        self.rank = process.rank
+        self.device = process.device  # cuda:<GPU of this rank>, which is 0 when srun binds one GPU per task
+        self.written_checkpoints: List[Path] = []
+
+    def setup(self, test_mode="val") -> None:
+        with exit_on_user_error(self.rank), inputs.dataparser_errors():
+            try:
+                inputs.preflight(self.config)
+                super().setup(test_mode=test_mode)
+            except UserInputError:
+                run_dir.discard_if_unused(self.base_dir)  # a start-up error leaves no empty run directory
+                raise
+        self.pipeline.model.metrics_every = self.config.logging.steps_per_log  # training PSNR on log steps only
+        # several ranks: initial checksums compared and logged, replica checks, final bitwise check
+        self.rank_monitor = RankMonitor(self, self.config.data_parallel)
+        self.rank_monitor.record_initial()
+        self.callbacks.extend(self.rank_monitor.callbacks())
+        self.health_panel = viewer.attach_to_trainer(self)  # also sets self.quit_on_train_completion
+        strategy.attach_to_trainer(self)  # densification.jsonl in the run directory, panel callbacks
+
+    def _update_viewer_state(self, step: int) -> None:
+        super()._update_viewer_state(step)
+        # means.shape is host metadata: no device sync; the panel sends only to connected browsers
+        self.health_panel.update(step, self.pipeline.model.num_points, state=self.training_state)
+
+    def _train_complete_viewer(self) -> None:
+        # nerfstudio calls this after the last step unless quit_on_train_completion is True; ours
+        # defaults to None (auto, resolved in viewer/) so that batch jobs end instead of idling forever.
+        self.health_panel.update(self.step, self.pipeline.model.num_points, state="completed", force=True)
+        if self.quit_on_train_completion:
+            if self.viewer_state is not None and hasattr(self.viewer_state.viser_server, "stop"):
+                self.viewer_state.viser_server.stop()
+            return
+        super()._train_complete_viewer()
+
+    def setup_optimizers(self) -> CheckedOptimizers:
+        return CheckedOptimizers(
+            self.config.optimizers.copy(),
+            self.pipeline.get_param_groups(),
+            check_finite=self.config.pipeline.model.instrumentation,
+            step_source=lambda: self.step,
+        )
+
+    def train(self) -> None:
+        warmup.run_warmup(self)  # state-neutral: also when resuming
+        train_loop(self)
+        self.optimizers.resolve_pending()  # the last steps' finiteness checks (read in batches on the GPU)
+
+    # --- checkpoints and resume (checkpoint.py) -----------------------------------------------
+
+    def checkpoint_state(self, step: int) -> dict:
+        """Everything a checkpoint holds (incl. strategy state, camera order, RNG), loadable with weights_only=True."""
+        return checkpoint.checkpoint_state(self, step, rng_per_rank=collectives.all_gather_object(checkpoint.rng_states()))
+
+    def save_checkpoint(self, step: int) -> None:
+        """Every rank calls this at the same steps (their RNG states are gathered); rank 0 writes."""
+        self.optimizers.resolve_pending()  # never write a checkpoint over non-finite parameters unnoticed
+        state = self.checkpoint_state(step)
+        if not collectives.is_main_process():
+            return
+        path = checkpoint.write_checkpoint(state, self.checkpoint_dir, step)
+        if path not in self.written_checkpoints:
+            self.written_checkpoints.append(path)
+        if self.config.save_only_latest_checkpoint:
+            # only this process's own earlier checkpoints: never another run's files
+            for old in self.written_checkpoints[:-1]:
+                old.unlink(missing_ok=True)
+            self.written_checkpoints = self.written_checkpoints[-1:]
+
+    def _load_checkpoint(self) -> None:
+        """Resume (--load-dir / --load-checkpoint) with the Gaussian count, optimizer and strategy
+        state, camera order and RNG of the checkpoint; --max-num-iterations counts from step 0."""
+        path = checkpoint.resolve_checkpoint_path(
+            self.config.load_dir, self.config.load_step, self.config.load_checkpoint
+        )
+        if path is None:
+            CONSOLE.print("No checkpoint to load, so training from scratch.")
+            return
+        step = resume.resume(self, path)
+        if step + 1 >= self.config.max_num_iterations:
+            raise checkpoint.CheckpointError(
+                path,
+                f"it is at step {step}, which already completes --max-num-iterations {self.config.max_num_iterations}",
+                "pass a larger --max-num-iterations to train further",
+            )
+        # This run's config.yml must not keep --load-step: ns-eval / ns-viewer look for that step
+        # in this run's own checkpoint directory.
+        dataclasses.replace(self.config, load_step=None).save_config()
+        self._start_step = step + 1  # the loop (loop.py) runs to --max-num-iterations, counted from step 0
+        CONSOLE.print(
+            f"Resumed from {path}: step {step}, {self.pipeline.model.num_points} Gaussians; "
+            f"{self.config.max_num_iterations - self._start_step} steps to go"
+        )

@@ -1,0 +1,265 @@
+"""Every private nerfstudio / gsplat touch point of splat-plus, and the start-up version check.
+
+splat-plus subclasses nerfstudio and gsplat where it can; where it must reach into private code,
+it does so here and nowhere else, each touch point with the versions it was written against.
+:func:`check_versions` runs at start-up (the trainer config's ``set_timestamp``, the first thing
+ns-train calls, and model construction, which ns-eval / ns-viewer / ns-export reach): a nerfstudio
+or gsplat version this module was not written for stops the run with one message naming both
+versions, instead of a shape error deep inside a training step (gsplat 1.5 changed
+``info["radii"]`` to ``[C, N, 2]`` and ``isect_tiles(n_cameras=)`` to ``n_images``).
+
+Touch points (written for nerfstudio 1.1.5 and gsplat 1.4.0):
+
+======================================  =============================================================
+nerfstudio
+``FullImageDatamanager._load_images``   eval images decoded into host memory (:func:`load_images`)
+``comms.LOCAL_PROCESS_GROUP``           the per-node group its launcher makes (:func:`set_local_process_group`)
+``Trainer._load_checkpoint``            overridden by ``SplatPlusTrainer`` (resume)
+``Trainer.train`` loop arithmetic       :func:`train_loop_subtracts_start_step`
+gsplat
+``cuda._backend._C``                    the JIT-built extension (:func:`gsplat_extension`)
+``cuda._wrapper`` projection / tiles    strip rendering (:func:`gsplat_kernels`)
+``cuda._torch_impl``                    the PyTorch reference (:func:`torch_reference_ops`)
+``strategy.ops._update_param_with_optimizer``, ``_multinomial_sample``   CPU MCMC
+``DefaultStrategy._grow_gs`` / ``_prune_gs``, ``MCMCStrategy._relocate_gs`` / ``_add_new_gs``
+                                        counts of a refine (:func:`grow_gs` ... :func:`add_new_gs`)
+torchmetrics / torchvision / torch
+LPIPS' AlexNet download                 :func:`build_lpips` (local weights, else one short-timeout download)
+``torch.load(weights_only=True)``       :func:`weights_only_safe` (nerfstudio #3683)
+======================================  =============================================================
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import numpy as np
+import torch
+
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from ns_splat_plus.errors import SplatPlusError
+
+SUPPORTED_VERSIONS: Dict[str, Tuple[str, ...]] = {"nerfstudio": ("1.1.5",), "gsplat": ("1.4.0",)}
+"""The versions every touch point below was written against and tested with."""
+SKIP_VERSION_CHECK_ENV = "NS_SPLAT_PLUS_SKIP_VERSION_CHECK"
+
+
+class UnsupportedVersionError(SplatPlusError):
+    """nerfstudio or gsplat is a version splat-plus was not written for."""
+
+    exit_status = 2
+
+
+def installed_version(distribution: str) -> Optional[str]:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_versions(installed: Optional[Dict[str, Optional[str]]] = None) -> None:
+    """Raise UnsupportedVersionError unless nerfstudio and gsplat are versions listed in
+    ``SUPPORTED_VERSIONS`` (``$NS_SPLAT_PLUS_SKIP_VERSION_CHECK=1`` skips the check, at your risk)."""
+    if os.environ.get(SKIP_VERSION_CHECK_ENV, "").strip() not in ("", "0"):
+        return
+    if installed is None:
+        installed = {name: installed_version(name) for name in SUPPORTED_VERSIONS}
+    wrong = {name: v for name, v in installed.items() if v not in SUPPORTED_VERSIONS[name]}
+    if not wrong:
+        return
+    found = ", ".join(f"{name} {installed.get(name) or 'not installed'}" for name in SUPPORTED_VERSIONS)
+    wanted = ", ".join(f"{name} {' or '.join(v)}" for name, v in SUPPORTED_VERSIONS.items())
+    raise UnsupportedVersionError(
+        f"this ns-splat-plus was written for {wanted}, but {found} is installed "
+        f"(gsplat 1.5 changed the shapes splat-plus reads, e.g. info['radii'] is [C, N, 2])",
+        f"pip install nerfstudio=={SUPPORTED_VERSIONS['nerfstudio'][0]} gsplat=={SUPPORTED_VERSIONS['gsplat'][0]} "
+        f"(or set {SKIP_VERSION_CHECK_ENV}=1 to try anyway)",
+    )
+
+
+# --- nerfstudio ---------------------------------------------------------------------------------------
+
+
+def load_images(datamanager, split: str, cache_images_device: str):
+    """``FullImageDatamanager._load_images`` (nerfstudio 1.1.5): decoded, undistorted images of a split."""
+    from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager
+
+    return FullImageDatamanager._load_images(datamanager, split, cache_images_device=cache_images_device)
+
+
+def set_local_process_group(group) -> None:
+    """nerfstudio's ``comms.get_local_rank()`` reads ``comms.LOCAL_PROCESS_GROUP``, which only its
+    own launcher sets; under torchrun / srun we set it (nerfstudio 1.1.5)."""
+    from nerfstudio.utils import comms
+
+    comms.LOCAL_PROCESS_GROUP = group
+
+
+def local_process_group():
+    from nerfstudio.utils import comms
+
+    return comms.LOCAL_PROCESS_GROUP
+
+
+# --- gsplat -------------------------------------------------------------------------------------------
+
+
+def gsplat_extension():
+    """gsplat's CUDA extension (``gsplat.cuda._backend._C``, built on first use), or None."""
+    from gsplat.cuda import _backend
+
+    return _backend._C
+
+
+def gsplat_kernels():
+    """The stages of ``gsplat.rasterization`` (``gsplat.cuda._wrapper``, gsplat 1.4.0), for strips."""
+    from gsplat.cuda import _wrapper
+
+    return _wrapper
+
+
+def torch_reference_ops():
+    """gsplat's PyTorch implementations (``gsplat.cuda._torch_impl``, gsplat 1.4.0)."""
+    from gsplat.cuda import _torch_impl
+
+    return _torch_impl
+
+
+def update_param_with_optimizer(param_fn: Callable, optimizer_fn: Callable, params, optimizers) -> None:
+    """``gsplat.strategy.ops._update_param_with_optimizer`` (gsplat 1.4.0)."""
+    from gsplat.strategy import ops
+
+    ops._update_param_with_optimizer(param_fn, optimizer_fn, params, optimizers)
+
+
+def multinomial_sample(weights: torch.Tensor, n: int, replacement: bool = True) -> torch.Tensor:
+    """``gsplat.strategy.ops._multinomial_sample`` (gsplat 1.4.0)."""
+    from gsplat.strategy import ops
+
+    return ops._multinomial_sample(weights, n, replacement=replacement)
+
+
+def grow_gs(strategy, params, optimizers, state, step: int) -> Tuple[int, int]:
+    """``DefaultStrategy._grow_gs`` (gsplat 1.4.0): (duplicated, split)."""
+    from gsplat.strategy import DefaultStrategy
+
+    return DefaultStrategy._grow_gs(strategy, params, optimizers, state, step)
+
+
+def prune_gs(strategy, params, optimizers, state, step: int) -> int:
+    """``DefaultStrategy._prune_gs`` (gsplat 1.4.0): the number pruned."""
+    from gsplat.strategy import DefaultStrategy
+
+    return DefaultStrategy._prune_gs(strategy, params, optimizers, state, step)
+
+
+def relocate_gs(strategy, params, optimizers, binoms) -> int:
+    """``MCMCStrategy._relocate_gs`` (gsplat 1.4.0): the number relocated."""
+    from gsplat.strategy import MCMCStrategy
+
+    return MCMCStrategy._relocate_gs(strategy, params, optimizers, binoms)
+
+
+def add_new_gs(strategy, params, optimizers, binoms) -> int:
+    """``MCMCStrategy._add_new_gs`` (gsplat 1.4.0): the number added."""
+    from gsplat.strategy import MCMCStrategy
+
+    return MCMCStrategy._add_new_gs(strategy, params, optimizers, binoms)
+
+
+# --- LPIPS (torchmetrics / torchvision) and checkpoints (torch) ------------------------------------------
+
+_LPIPS_WARNED = False
+
+
+def alexnet_weights_path() -> Path:
+    """Where torchvision looks for the AlexNet weights that LPIPS needs ($TORCH_HOME/hub/checkpoints)."""
+    from torchvision.models import AlexNet_Weights
+
+    filename = AlexNet_Weights.IMAGENET1K_V1.url.rsplit("/", 1)[-1]
+    return Path(torch.hub.get_dir()) / "checkpoints" / filename
+
+
+LPIPS_DOWNLOAD_TIMEOUT_S = 10.0
+ALEXNET_URL_ENV = "NS_SPLAT_PLUS_ALEXNET_URL"
+"""Where to download the AlexNet weights from (default: torchvision's URL, as splatfacto does)."""
+NO_DOWNLOAD_ENV = "NS_SPLAT_PLUS_NO_DOWNLOAD"
+"""Set to 1 to never download (LPIPS is then null unless the weights are local)."""
+_DOWNLOAD_FAILED: Optional[str] = None  # tried once per process
+
+
+def _download_alexnet(path: Path) -> Optional[str]:
+    """Download the AlexNet weights to ``path`` (atomically); returns None or why it failed."""
+    global _DOWNLOAD_FAILED
+    if os.environ.get(NO_DOWNLOAD_ENV, "").strip() not in ("", "0"):
+        return f"downloads are off (${NO_DOWNLOAD_ENV})"
+    if _DOWNLOAD_FAILED is not None:
+        return _DOWNLOAD_FAILED
+    import hashlib
+    import urllib.request
+
+    from torchvision.models import AlexNet_Weights
+
+    url = os.environ.get(ALEXNET_URL_ENV) or AlexNet_Weights.IMAGENET1K_V1.url
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        with urllib.request.urlopen(url, timeout=LPIPS_DOWNLOAD_TIMEOUT_S) as response, open(tmp, "wb") as out:
+            while chunk := response.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+        expected = path.stem.rsplit("-", 1)[-1]  # torchvision's files end in a SHA-256 prefix
+        if url == AlexNet_Weights.IMAGENET1K_V1.url and not digest.hexdigest().startswith(expected):
+            raise ValueError(f"the downloaded file's SHA-256 does not start with {expected}")
+        tmp.replace(path)
+        CONSOLE.print(f"LPIPS: downloaded the AlexNet weights to {path}")
+        return None
+    except Exception as err:  # offline, DNS, timeout, HTTP error, a full disk: LPIPS is then null
+        tmp.unlink(missing_ok=True)
+        _DOWNLOAD_FAILED = f"{type(err).__name__}: {err}"
+        return _DOWNLOAD_FAILED
+
+
+def build_lpips() -> Optional[torch.nn.Module]:
+    """torchmetrics' LPIPS (AlexNet), as splatfacto builds it, or None with one warning.
+
+    Uses the weights in ``$TORCH_HOME/hub/checkpoints`` when present; otherwise downloads them as
+    splatfacto does (torchvision's URL), with a short timeout and once per process. Offline,
+    LPIPS is None (reported as null, never 0): copy ``alexnet-owt-7be5be79.pth`` into
+    ``$TORCH_HOME/hub/checkpoints`` (by default ``~/.cache/torch/hub/checkpoints``) to enable it.
+    """
+    global _LPIPS_WARNED
+    path = alexnet_weights_path()
+    if not path.is_file():
+        failure = _download_alexnet(path)
+        if failure is not None:
+            if not _LPIPS_WARNED:
+                CONSOLE.print(
+                    f"[yellow]LPIPS unavailable: AlexNet weights not found at {path} and not downloaded "
+                    f"({failure}). LPIPS is reported as null; copy the file there (or set TORCH_HOME) to enable it.[/yellow]"
+                )
+                _LPIPS_WARNED = True
+            return None
+    from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
+
+    return LearnedPerceptualImagePatchSimilarity(normalize=True)
+
+
+def weights_only_safe(obj: Any) -> Any:
+    """A copy of a checkpoint structure with numpy scalars/arrays replaced by Python numbers/tensors."""
+    if isinstance(obj, dict):
+        return {k: weights_only_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [weights_only_safe(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(weights_only_safe(v) for v in obj)
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(obj)
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj  # tensors, Python numbers, strings, None: loadable as they are

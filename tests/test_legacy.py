@@ -1,0 +1,61 @@
+"""Run directories written before the package was reshaped (0.1.0, flat modules) still load."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from inprocess import console_script
+from ns_splat_plus.synthetic import SceneSpec, make_scene
+
+FIXTURE = Path(__file__).parent / "data" / "legacy-run-0.1.0"
+SPEC = SceneSpec(n_views=8, width=32, height=24, focal=28.0, n_points=200)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """The layout the old run was written in: scene/ and out/legacy/splat-plus/old/ (relative paths)."""
+    root = tmp_path_factory.mktemp("legacy")
+    make_scene(root / "scene", SPEC)
+    shutil.copytree(FIXTURE, root / "out" / "legacy" / "splat-plus" / "old", ignore=shutil.ignore_patterns("README.md"))
+    return root
+
+
+def test_the_fixture_names_the_old_modules():
+    text = (FIXTURE / "config.yml").read_text()
+    assert "ns_splat_plus.trainer.SplatPlusTrainerConfig" in text and "ns_splat_plus.distributed." in text
+
+
+@pytest.mark.slow
+def test_ns_eval_scores_a_run_written_by_the_old_layout(workdir):
+    out = workdir / "metrics.json"
+    proc = subprocess.run(
+        [console_script("ns-eval"), "--load-config", "out/legacy/splat-plus/old/config.yml", "--output-path", str(out)],
+        cwd=workdir, capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads(out.read_text())["results"]
+    assert results["num_images"] == 1 and 5.0 < results["psnr"] < 60.0
+    assert results["num_gaussians"] == json.loads(
+        (FIXTURE / "densification.jsonl").read_text().splitlines()[0]
+    )["num_gaussians"]
+
+
+@pytest.mark.slow
+def test_ns_train_resumes_a_checkpoint_written_by_the_old_layout(workdir):
+    proc = subprocess.run(
+        [console_script("ns-train"), "splat-plus", "--data", "scene", "--output-dir", "resumed",
+         "--machine.device-type", "cpu", "--vis", "tensorboard", "--max-num-iterations", "15",
+         "--pipeline.model.num-downscales", "0", "--warmup-steps", "1",
+         "--load-dir", "out/legacy/splat-plus/old/nerfstudio_models", "colmap"],
+        cwd=workdir, capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Resumed from" in proc.stdout and "step 11" in proc.stdout, proc.stdout[-2000:]
+    saved = sorted((workdir / "resumed").rglob("step-*.ckpt"))
+    assert [p.name for p in saved] == ["step-000000014.ckpt"]
