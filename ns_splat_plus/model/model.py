@@ -53,11 +53,13 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     # --- densification records and gradient checks (strategy/) ---
     instrumentation: bool = True
     """Record refine events and gradient summaries (densification.jsonl, writer, console, callbacks) and
-    stop on zero / non-finite gradients. False: gsplat's plain strategy, no checks."""
+    stop on zero / non-finite gradients. False: no records and no checks; densification still makes
+    gsplat's decisions, with statistics reduced across ranks and seeded draws (replicas stay identical)."""
     grad_summary_every: int = 100
     """Steps between two summaries of the per-step means2d gradient norms."""
     zero_grad_patience: int = 100
-    """Stop when means2d gradients are missing or all exactly zero for this many consecutive steps (0: never)."""
+    """Stop when means2d gradients are missing or all exactly zero for this many consecutive steps (0: never;
+    the statistics are then read from the GPU only every --pipeline.model.grad-summary-every steps)."""
     warn_no_densify_after: int = 3
     """Warn when no Gaussian has crossed the densify threshold by this refine (0: never)."""
     densify_callbacks: List[str] = field(default_factory=list)

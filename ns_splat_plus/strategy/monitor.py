@@ -101,8 +101,11 @@ class GradientMonitor:
     # -- per step ------------------------------------------------------------------------------------
 
     def _flush_every(self, device: torch.device) -> int:
+        """How many steps of statistics stay on the device before the host reads them (one sync)."""
         if device.type != "cuda":
             return 1  # reading a CPU tensor costs no sync
+        if self.zero_grad_patience <= 0:  # no zero-gradient check: read only for the summaries
+            return max(1, self.grad_summary_every)
         return max(1, min(self.zero_grad_patience // 4, self.grad_summary_every))
 
     def _observe_step(self, step: int, device: torch.device, grads: Optional[StepGradients]) -> None:

@@ -2,8 +2,8 @@
 
 Used by the training loop (:mod:`ns_splat_plus.training.loop`), the warmup before step 0 and the
 step profiler, so that all three run exactly the same work: the before-iteration callbacks, the
-trainer's ``train_iteration`` (this rank's camera, render, loss, backward, gradients averaged
-across ranks, the finiteness gate, one optimizer update) and the after-iteration callbacks
+trainer's ``train_iteration`` (:func:`optimize`: this rank's camera, render, loss, backward,
+gradients averaged across ranks, the finiteness gate, one optimizer update) and the after-iteration callbacks
 (densification, replica checks). The caller holds ``trainer.train_lock`` (the viewer renders
 between steps, never inside one).
 """
@@ -26,4 +26,48 @@ def run_training_step(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, 
     loss, loss_dict, metrics_dict = trainer.train_iteration(step)
     for callback in trainer.callbacks:
         callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+    return loss, loss_dict, metrics_dict
+
+
+def optimize(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
+    """nerfstudio 1.1.5's ``Trainer.train_iteration`` (zero gradients, forward, loss, backward, the
+    optimizer update, the schedulers), plus one check: a loss that reaches no parameter (no Gaussian
+    in view: a NaN camera pose, or Gaussians diverged to NaN / far away) stops with a message
+    naming the step, instead of autograd's "element 0 of tensors does not require grad"."""
+    import functools
+
+    from ns_splat_plus.strategy import TrainingHealthError
+
+    needs_zero = [g for g in trainer.optimizers.parameters if step % trainer.gradient_accumulation_steps[g] == 0]
+    trainer.optimizers.zero_grad_some(needs_zero)
+    device_type = trainer.device.split(":")[0]
+    device_type = "cpu" if device_type == "mps" else device_type
+    with torch.autocast(device_type=device_type, enabled=trainer.mixed_precision):
+        _, loss_dict, metrics_dict = trainer.pipeline.get_train_loss_dict(step=step)
+        loss = functools.reduce(torch.add, loss_dict.values())
+    if not loss.requires_grad:
+        raise TrainingHealthError(
+            f"Training stopped at step {step}: the loss depends on no parameter, so no Gaussian was in view of "
+            "this step's camera. Likely causes:\n  - the Gaussians diverged (NaN/Inf or far away): a learning rate "
+            "far too high (--optimizers.<group>.optimizer.lr)\n  - a NaN or degenerate camera pose in the dataset"
+            "\n  - the scene scale or near plane puts every Gaussian outside the view"
+        )
+    trainer.grad_scaler.scale(loss).backward()
+    needs_step = [
+        g for g in trainer.optimizers.parameters
+        if step % trainer.gradient_accumulation_steps[g] == trainer.gradient_accumulation_steps[g] - 1
+    ]
+    trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, needs_step)
+    if trainer.config.log_gradients:
+        total = 0
+        for tag, value in trainer.pipeline.model.named_parameters():
+            if value.grad is not None:
+                grad = value.grad.norm()
+                metrics_dict[f"Gradients/{tag}"] = grad
+                total += grad
+        metrics_dict["Gradients/Total"] = total
+    scale = trainer.grad_scaler.get_scale()
+    trainer.grad_scaler.update()
+    if scale <= trainer.grad_scaler.get_scale():  # a decreased scale skipped the update: not the schedulers either
+        trainer.optimizers.scheduler_step_all(step)
     return loss, loss_dict, metrics_dict

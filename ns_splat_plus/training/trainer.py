@@ -25,6 +25,7 @@ from ns_splat_plus.parallel.launch import prepare_launch, setup_process
 from ns_splat_plus.training import checkpoint, inputs, resume, run_dir, warmup
 from ns_splat_plus.training.loop import train_loop
 from ns_splat_plus.training.optimizers import CheckedOptimizers
+from ns_splat_plus.training.step import optimize
 
 
 @dataclass
@@ -115,6 +116,9 @@ class SplatPlusTrainer(Trainer):
             check_finite=self.config.pipeline.model.instrumentation,
             step_source=lambda: self.step,
         )
+
+    def train_iteration(self, step: int):
+        return optimize(self, step)
 
     def train(self) -> None:
         warmup.run_warmup(self)  # state-neutral: also when resuming
