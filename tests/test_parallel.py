@@ -228,11 +228,12 @@ def test_cli_cuda_without_gpu_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_torchrun_two_cpu_ranks_stay_identical_through_densification(tmp_path):
+@pytest.mark.parametrize("method", ["splat-plus", "splat-plus-mcmc"])
+def test_torchrun_two_cpu_ranks_stay_identical_through_densification(tmp_path, method):
     scene = make_scene(tmp_path / "scene", SceneSpec(n_views=24, width=64, height=48))
     cmd = [
         console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()),
-        console_script("ns-train"), "splat-plus", "--data", str(scene), "--output-dir", str(tmp_path / "out"),
+        console_script("ns-train"), method, "--data", str(scene), "--output-dir", str(tmp_path / "out"),
         "--experiment-name", "dp", "--timestamp", "run",
         "--machine.device-type", "cpu", "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
         "--logging.local-writer.enable", "False",
@@ -248,17 +249,19 @@ def test_torchrun_two_cpu_ranks_stay_identical_through_densification(tmp_path):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-5000:]
     assert "splat-plus: using 2 CPU processes (0 GPUs) via torchrun" in output
-    run = tmp_path / "out" / "dp" / "splat-plus" / "run"
+    run = tmp_path / "out" / "dp" / method / "run"
     ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in range(2)]
     # initial Gaussians: identical, verified by every rank, and logged by each
     assert ranks[0]["initial_checksum"] == ranks[1]["initial_checksum"] is not None
     assert all(r["initial_match"] for r in ranks)
     assert output.count(f"initial Gaussians checksum {ranks[0]['initial_checksum']}") == 2
     # densification happened at least twice and changed the count
-    refines = [json.loads(line) for line in (run / "densification.jsonl").read_text().splitlines()]
-    refines = [r for r in refines if r["event"] == "refine"]
+    records = [json.loads(line) for line in (run / "densification.jsonl").read_text().splitlines()]
+    start = next(r for r in records if r["event"] == "start")["num_gaussians"]
+    refines = [r for r in records if r["event"] == "refine"]
     assert len(refines) >= 2, refines
-    assert refines[-1]["num_gaussians"] != 400
+    assert refines[0]["num_gaussians_before"] == start
+    assert refines[-1]["num_gaussians"] != start
     # both ranks hold identical parameters at the end: count and values (bitwise checksum)
     assert ranks[0]["final_num_gaussians"] == ranks[1]["final_num_gaussians"] == refines[-1]["num_gaussians"]
     assert ranks[0]["final_checksum"] == ranks[1]["final_checksum"]
@@ -269,6 +272,42 @@ def test_torchrun_two_cpu_ranks_stay_identical_through_densification(tmp_path):
     assert len(ckpts) == 1
     state = torch.load(ckpts[0], map_location="cpu", weights_only=True)
     assert state["pipeline"]["_model.gauss_params.means"].shape[0] == ranks[0]["final_num_gaussians"]
+    assert state["training"]["world_size"] == 2 and len(state["rng_per_rank"]) == 2
+    if method == "splat-plus":
+        # resume with another number of ranks: refused (its learning rates, betas and schedule are 2-rank ones)
+        resumed = subprocess.run(
+            [console_script("ns-train"), method, "--data", str(scene), "--output-dir", str(tmp_path / "one"),
+             "--machine.device-type", "cpu", "--vis", "tensorboard", "--max-num-iterations", "60",
+             "--load-dir", str(run / "nerfstudio_models"), "colmap"],
+            capture_output=True, text=True, timeout=300,
+        )
+        text = resumed.stdout + resumed.stderr
+        assert resumed.returncode != 0 and "Traceback" not in text, text[-3000:]
+        assert "written by a run on 2 rank(s) and this run has 1" in text and "--machine.num-devices 2" in text, text[-3000:]
+
+
+@pytest.mark.slow
+def test_a_one_process_checkpoint_is_refused_on_two_ranks(tmp_path):
+    scene = make_scene(tmp_path / "scene", SceneSpec(n_views=8, width=32, height=24, focal=28.0, n_points=200))
+    common = ["--data", str(scene), "--machine.device-type", "cpu", "--vis", "tensorboard",
+              "--pipeline.model.num-downscales", "0", "--warmup-steps", "0"]
+    first = subprocess.run(
+        [console_script("ns-train"), "splat-plus", *common, "--output-dir", str(tmp_path / "one"),
+         "--experiment-name", "e", "--timestamp", "t", "--max-num-iterations", "4", "colmap"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+    load_dir = tmp_path / "one" / "e" / "splat-plus" / "t" / "nerfstudio_models"
+    resumed = subprocess.run(
+        [console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()),
+         console_script("ns-train"), "splat-plus", *common, "--output-dir", str(tmp_path / "two"),
+         "--max-num-iterations", "20", "--load-dir", str(load_dir), "colmap"],
+        capture_output=True, text=True, timeout=300,
+    )
+    text = resumed.stdout + resumed.stderr
+    assert resumed.returncode != 0, text[-3000:]
+    assert "written by a run on 1 rank(s) and this run has 2" in text, text[-3000:]
+    assert not list((tmp_path / "two").rglob("*.ckpt"))  # nothing trained, nothing written
 
 
 SRUN_TASK_SCRIPT = textwrap.dedent(
@@ -343,7 +382,7 @@ def test_two_gpus_train_identical_replicas(tmp_path, launcher):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]
     assert expected in output
-    run = tmp_path / "out" / "dp" / "splat-plus" / "run"
+    run = tmp_path / "out" / "dp" / method / "run"
     ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0]["device"] == "cuda:0" and ranks[1]["device"] == "cuda:1"
     assert ranks[0]["initial_checksum"] == ranks[1]["initial_checksum"]

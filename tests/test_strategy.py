@@ -178,8 +178,10 @@ def test_no_densification_warning_shows_percentiles(scene, tmp_path):
     assert summary["num_steps"] == 35 and summary["zero_steps"] == 0 and summary["missing_steps"] == 0
 
 
-def test_instrumentation_off_writes_nothing_and_trains(scene, tmp_path):
-    config = _config(scene, tmp_path, steps=12, instrumentation=False)
+def test_instrumentation_off_writes_nothing_and_still_densifies(scene, tmp_path):
+    # a refine at step 30 (refine every 10 from step 10, after the opacity reset's pause of an epoch + 10
+    # steps); a threshold every visible Gaussian crosses, so a refine that runs must change the count
+    config = _config(scene, tmp_path, steps=35, instrumentation=False, densify_grad_thresh=1e-12)
     try:
         trainer = build_trainer(config)
         start = trainer.pipeline.model.num_points
@@ -188,15 +190,23 @@ def test_instrumentation_off_writes_nothing_and_trains(scene, tmp_path):
     finally:
         close_writers()
     assert not (trainer.base_dir / strategy.JSONL_NAME).exists()
-    assert trainer.pipeline.model.num_points == start and trainer.step == 11
+    assert trainer.step == 34 and trainer.pipeline.model.num_points > start
 
 
 def test_mcmc_trains_on_cpu_with_records(scene, tmp_path):
     config = _config(scene, tmp_path, steps=35, method="splat-plus-mcmc", grad_summary_every=10)
+    after_refine = []
     try:
         trainer = build_trainer(config)
         start = trainer.pipeline.model.num_points
         assert isinstance(trainer.pipeline.model.strategy, strategy.InstrumentedMCMCStrategy)
+        min_opacity = trainer.pipeline.model.strategy.min_opacity
+        with torch.no_grad():  # 10 dead Gaussians (opacity ~5e-5): the first refine must relocate them
+            trainer.pipeline.model.gauss_params["opacities"][:10] = -10.0
+        trainer.pipeline.model.strategy.log.add_callback(
+            lambda r: after_refine.append(int((torch.sigmoid(trainer.pipeline.model.opacities) < 0.5 * min_opacity).sum())),
+            events=["refine"],
+        )
         trainer.train()
     finally:
         close_writers()
@@ -210,11 +220,41 @@ def test_mcmc_trains_on_cpu_with_records(scene, tmp_path):
     for r in refines:
         assert r["strategy"] == "mcmc" and r["num_gaussians_before"] == count
         assert r["num_gaussians"] == count + r["added"] and r["added"] == int(1.05 * count) - count
-        assert r["relocated"] == r["opacity"]["num_below_threshold"]
+        assert r["relocated"] == r["opacity"]["num_below_threshold"]  # the record reports the statistic it acted on
         assert 0 < r["grad2d"]["num_visible"] <= count and r["grad2d"]["max"] > 0
         count = r["num_gaussians"]
     assert trainer.pipeline.model.num_points == count
     assert all(torch.isfinite(p).all() for p in trainer.pipeline.model.gauss_params.values())
+    assert refines[0]["relocated"] >= 10  # the dead ones, counted independently of the strategy's own statistic
+    assert after_refine == [0, 0]  # and nothing at or below min_opacity is left right after a refine
+
+
+def test_mcmc_recipe_is_upstreams_with_its_regularisers(scene, tmp_path):
+    """nerfstudio main's splatfacto-mcmc: relocation at opacity 0.005, refine until 25000, max_gs_num /
+    noise_lr names, opacity and scale regularisers of weight 0.01 (in the loss only with MCMC)."""
+    from ns_splat_plus.method import splat_plus_mcmc
+
+    model_config = splat_plus_mcmc.config.pipeline.model
+    assert (model_config.cull_alpha_thresh, model_config.stop_split_at) == (0.005, 25000)
+    assert (model_config.max_gs_num, model_config.noise_lr) == (1_000_000, 5e5)
+    assert (model_config.mcmc_opacity_reg, model_config.mcmc_scale_reg) == (0.01, 0.01)
+    config = _config(scene, tmp_path, steps=1, method="splat-plus-mcmc")
+    try:
+        trainer = build_trainer(config)
+    finally:
+        close_writers()
+    model = trainer.pipeline.model
+    strat = model.strategy
+    assert (strat.cap_max, strat.noise_lr, strat.min_opacity, strat.refine_stop_iter) == (1_000_000, 5e5, 0.005, 25000)
+    camera, batch = trainer.pipeline.datamanager.next_train(0)
+    outputs = model(camera)
+    losses = model.get_loss_dict(outputs, batch)
+    opacity_mean = float(torch.sigmoid(model.gauss_params["opacities"]).mean())
+    scale_mean = float(torch.exp(model.gauss_params["scales"]).mean())
+    assert float(losses["mcmc_opacity_reg"]) == pytest.approx(0.01 * opacity_mean, rel=1e-5)
+    assert float(losses["mcmc_scale_reg"]) == pytest.approx(0.01 * scale_mean, rel=1e-5)
+    model.config.strategy = "default"  # the regularisers belong to the MCMC recipe only
+    assert "mcmc_opacity_reg" not in model.get_loss_dict(outputs, batch)
 
 
 def test_relocation_formula_matches_the_paper_loop():
