@@ -1,4 +1,4 @@
-"""Benchmark suite (scripts/benchmark.py, ns_splat_plus.benchmarking) and quality gate (scripts/quality_gate.py)."""
+"""Benchmark suite (scripts/benchmark.py, ns_splat_plus.bench) and quality gate (scripts/quality_gate.py)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from ns_splat_plus import benchmarking as bm
-from ns_splat_plus.bench_probe import ProbeTrainerFactory, instrument_config, probe_trainer_class
+from dataclasses import asdict
+
+from ns_splat_plus.bench import children, cli, gate, report, runner
+from ns_splat_plus.bench import results as res
+from ns_splat_plus.bench.probe import ProbeTrainerFactory, instrument_config, probe_trainer_class
+from ns_splat_plus.bench.settings import FOX_SCENE_ARGS, PROBE_MODULE, SCHEMA_VERSION, BenchmarkSettings
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _run(method: str, num_gpus: int, **values) -> dict:
-    record = bm.empty_record(method, num_gpus)
+    record = res.empty_record(method, num_gpus)
     record.update(status="ok", steps_requested=3000)
     record.update(values)
     return record
@@ -36,23 +40,23 @@ def fake_results() -> dict:
              psnr=27.3, ssim=0.856, lpips=0.21, num_gaussians=248_000, step_clock="cuda-events"),
         _run("splat-plus", 2, step_time_ms_median=6.3, train_wall_s=16.0, train_peak_gib=0.8, eval_peak_gib=0.9,
              psnr=27.45, ssim=0.856, lpips=None, num_gaussians=251_000, step_clock="cuda-events"),
-        {**bm.empty_record("splatfacto", 2), "status": "unsupported", "error": "splatfacto does not train on several GPUs"},
+        {**res.empty_record("splatfacto", 2), "status": "unsupported", "error": "splatfacto does not train on several GPUs"},
         _run("splat-plus", 4, timed_steps=750, step_time_ms_median=6.5, train_wall_s=8.5, train_peak_gib=0.7, eval_peak_gib=0.9,
              psnr=27.4, ssim=0.855, lpips=None, num_gaussians=252_000, step_clock="cuda-events"),
     ]  # fmt: skip
-    settings = bm.BenchmarkSettings(gpus=[1, 2, 4])
+    settings = BenchmarkSettings(gpus=[1, 2, 4])
     results = {
-        "schema": bm.SCHEMA_VERSION,
+        "schema": SCHEMA_VERSION,
         "created": "2026-01-02T03:04:05+00:00",
         "command": "python scripts/benchmark.py --gpus 1 2 4",
         "scene": "fox",
-        "settings": {**bm.asdict(settings), "effective_skip_steps": settings.effective_skip},
+        "settings": {**asdict(settings), "effective_skip_steps": settings.effective_skip},
         "reference_method": "splatfacto",
         "environment": {"device_type": "cuda", "device_name": "NVIDIA H200", "torch": "2.11", "gsplat": "1.4.0",
                         "nerfstudio": "1.1.5"},  # fmt: skip
         "runs": runs,
     }
-    bm.add_speedups(results["runs"])
+    runner.add_speedups(results["runs"])
     return results
 
 
@@ -74,26 +78,26 @@ def test_step_statistics_skip_warmup_and_prefer_cuda_events():
         t += 0.1 if s < 10 else 0.01
     end = [b + 0.005 for b in begin]
     probe = {"steps": steps, "host_begin_s": begin, "host_end_s": end}
-    with_skip = bm.summarize_steps(probe, skip=10)
+    with_skip = res.summarize_steps(probe, skip=10)
     assert with_skip["step_clock"] == "host"
     assert with_skip["step_time_ms_median"] == pytest.approx(10.0)
     assert with_skip["skipped_steps"] == 10 and with_skip["timed_steps"] == 40
     assert with_skip["iteration_ms_median"] == pytest.approx(5.0)
-    no_skip = bm.summarize_steps({**probe, "steps": [s + 100 for s in steps]}, skip=0)
+    no_skip = res.summarize_steps({**probe, "steps": [s + 100 for s in steps]}, skip=0)
     assert no_skip["step_time_ms_mean"] > with_skip["step_time_ms_mean"]  # slow steps weigh in without a skip
 
     cuda = {**probe, "gpu_interval_ms": [7.0] * 39, "gpu_span_ms": [6.0] * 40}
-    stats = bm.summarize_steps(cuda, skip=10)
+    stats = res.summarize_steps(cuda, skip=10)
     assert stats["step_clock"] == "cuda-events"
     assert stats["step_time_ms_median"] == pytest.approx(7.0)
     assert stats["iteration_ms_median"] == pytest.approx(6.0)
     assert stats["host_step_time_ms_median"] == pytest.approx(10.0)
-    assert bm.summarize_steps({}, skip=10)["step_time_ms_median"] is None
+    assert res.summarize_steps({}, skip=10)["step_time_ms_median"] is None
 
 
 def test_effective_skip_never_swallows_a_short_run():
-    assert bm.BenchmarkSettings(steps=3000, skip_steps=100).effective_skip == 100
-    assert bm.BenchmarkSettings(steps=60, skip_steps=100).effective_skip == 30
+    assert BenchmarkSettings(steps=3000, skip_steps=100).effective_skip == 100
+    assert BenchmarkSettings(steps=60, skip_steps=100).effective_skip == 30
 
 
 def test_densification_totals_from_jsonl(tmp_path):
@@ -105,69 +109,69 @@ def test_densification_totals_from_jsonl(tmp_path):
         {"step": 200, "event": "refine", "duplicated": 1, "split": 0, "pruned": 20, "num_gaussians": 398},
     ]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
-    totals = bm.read_densification(path)
+    totals = res.read_densification(path)
     assert totals == {
         "refine_events": 2, "duplicated": 11, "split": 5, "pruned": 23, "gaussians_after_last_refine": 398,
     }  # fmt: skip
-    assert bm.read_densification(tmp_path / "missing.jsonl") is None
+    assert res.read_densification(tmp_path / "missing.jsonl") is None
 
 
 def test_eval_metrics_keep_unavailable_lpips_null(tmp_path):
     path = tmp_path / "eval.json"
     for lpips in (None, float("nan")):
         path.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8, "lpips": lpips}}).replace("NaN", "null"))
-        metrics = bm.read_eval_metrics(path)
+        metrics = res.read_eval_metrics(path)
         assert metrics["psnr"] == 25.0 and metrics["lpips"] is None
     path.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8}}))
-    assert bm.read_eval_metrics(path)["lpips"] is None
+    assert res.read_eval_metrics(path)["lpips"] is None
     path.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8, "lpips": 0.12, "num_gaussians": 9}}))
-    metrics = bm.read_eval_metrics(path)
+    metrics = res.read_eval_metrics(path)
     assert metrics["lpips"] == 0.12 and metrics["eval_num_gaussians"] == 9
 
 
 def test_failure_reason_names_the_exception(tmp_path):
     log = tmp_path / "x.log"
     log.write_text("starting\nTraceback (most recent call last):\n  File x\nRuntimeError: CUDA is not available\n\n")
-    assert bm.failure_reason(log) == "RuntimeError: CUDA is not available"
+    assert children.failure_reason(log) == "RuntimeError: CUDA is not available"
     log.write_text("just stopped\n")
-    assert bm.failure_reason(log) == "just stopped"
+    assert children.failure_reason(log) == "just stopped"
 
 
 # --- commands --------------------------------------------------------------------------------------
 
 
 def test_train_commands_single_and_multi_gpu(tmp_path):
-    settings = bm.BenchmarkSettings(
+    settings = BenchmarkSettings(
         steps=3000, train_args="--pipeline.model.sh-degree 3", method_args={"splat-plus": "--machine.seed 1"},
         multi_gpu_args="--note W={W}",
     )  # fmt: skip
-    one = bm.train_command(settings, "splat-plus", 1, tmp_path)
-    assert one[:4] == [sys.executable, "-m", bm.PROBE_MODULE, "train"] and one[4] == "splat-plus"
-    assert one[-7:] == bm.FOX_SCENE_ARGS.split()  # the scene arguments come last, verbatim
+    one = runner.train_command(settings, "splat-plus", 1, tmp_path)
+    assert one[:4] == [sys.executable, "-m", PROBE_MODULE, "train"] and one[4] == "splat-plus"
+    assert one[-7:] == FOX_SCENE_ARGS.split()  # the scene arguments come last, verbatim
     joined = " ".join(one)
     assert "--max-num-iterations 3000" in joined and "--machine.num-devices 1" in joined
     assert "--vis tensorboard" in joined and "--viewer.quit-on-train-completion True" in joined
     assert "--steps-per-eval-all-images 0" in joined and "--machine.seed 1" in joined and "W=" not in joined
-    four = bm.train_command(settings, "splat-plus", 4, tmp_path)
+    four = runner.train_command(settings, "splat-plus", 4, tmp_path)
     assert four[1:3] == ["-m", "torch.distributed.run"] and "--nproc-per-node" in four
     assert four[four.index("--nproc-per-node") + 1] == "4" and "W=4" in four
     assert "--machine.num-devices" not in four  # torchrun sets the ranks
-    spawn = bm.train_command(bm.BenchmarkSettings(launcher="spawn"), "splat-plus", 2, tmp_path)
+    spawn = runner.train_command(BenchmarkSettings(launcher="spawn"), "splat-plus", 2, tmp_path)
     assert "torch.distributed.run" not in spawn and "2" == spawn[spawn.index("--machine.num-devices") + 1]
-    other = bm.train_command(settings, "splatfacto", 1, tmp_path)
+    other = runner.train_command(settings, "splatfacto", 1, tmp_path)
     assert "--machine.seed" not in other
 
 
 def test_multi_gpu_splatfacto_is_recorded_as_unsupported_without_running(tmp_path):
-    settings = bm.BenchmarkSettings(gpus=[2])
-    record = bm.run_one(settings, "splatfacto", 2, tmp_path)
+    settings = BenchmarkSettings(gpus=[2])
+    record = runner.run_one(settings, "splatfacto", 2, tmp_path)
     assert record["status"] == "unsupported" and "several GPUs" in record["error"]
     assert not (tmp_path / "runs").exists()
 
 
 def test_more_gpus_than_available_is_recorded_as_unsupported(tmp_path, monkeypatch):
-    monkeypatch.setattr(bm, "visible_gpu_ids", lambda: ["0"])
-    record = bm.run_one(bm.BenchmarkSettings(gpus=[4]), "splat-plus", 4, tmp_path)
+    monkeypatch.setattr(children, "visible_gpu_ids", lambda: ["0"])
+    record = runner.run_one(BenchmarkSettings(gpus=[4]), "splat-plus", 4, tmp_path)
     assert record["status"] == "unsupported" and record["error"] == "4 GPUs asked for, 1 available"
     assert not (tmp_path / "runs").exists()
 
@@ -175,8 +179,7 @@ def test_more_gpus_than_available_is_recorded_as_unsupported(tmp_path, monkeypat
 def test_probe_factory_survives_pickle_and_config_yaml():
     import yaml
 
-    from ns_splat_plus.config import splat_plus
-    from ns_splat_plus.trainer import SplatPlusTrainer
+    from ns_splat_plus.bench.runtime import SplatPlusTrainer, splat_plus
 
     config = instrument_config(copy.deepcopy(splat_plus.config))
     assert isinstance(config._target, ProbeTrainerFactory) and config._target.base is SplatPlusTrainer
@@ -193,7 +196,7 @@ def test_probe_factory_survives_pickle_and_config_yaml():
 
 def test_reports_and_plots(tmp_path):
     results = fake_results()
-    paths = bm.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
+    paths = report.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
     loaded = json.loads(paths["json"].read_text())
     assert [r["method"] for r in loaded["runs"]] == [r["method"] for r in results["runs"]]
     speedups = {(r["method"], r["num_gpus"]): r["speedup"] for r in loaded["runs"]}
@@ -221,12 +224,12 @@ def test_reports_and_plots(tmp_path):
 
     assert "in-training eval peak" not in markdown  # only when a run evaluated during training
     results["runs"][0]["in_training_eval_peak_gib"] = 0.95
-    assert "| in-training eval peak (GiB) |" in bm.markdown_table(results)
-    assert "| 1.10 | 0.95 | 0.90 |" in bm.markdown_table(results)
+    assert "| in-training eval peak (GiB) |" in report.markdown_table(results)
+    assert "| 1.10 | 0.95 | 0.90 |" in report.markdown_table(results)
 
     # re-rendering from the JSON gives the same report
     out2 = tmp_path / "again"
-    assert bm.main(["--from-json", str(paths["json"]), "--out", str(out2), "--readme-relative-to", str(out2)]) == 0
+    assert cli.main(["--from-json", str(paths["json"]), "--out", str(out2), "--readme-relative-to", str(out2)]) == 0
     assert (out2 / "results.md").read_text() == markdown
 
 
@@ -234,7 +237,7 @@ def test_reports_and_plots(tmp_path):
 
 
 def _gate(result, baseline, *tolerances, two_sided=False):
-    findings = bm.quality_gate(result, baseline, bm.parse_tolerances(tolerances), two_sided=two_sided)
+    findings = gate.quality_gate(result, baseline, gate.parse_tolerances(tolerances), two_sided=two_sided)
     return findings, any(f.failed for f in findings)
 
 
@@ -250,7 +253,7 @@ def test_quality_gate_identical_and_degraded():
     assert failed
     bad = [f for f in findings if f.failed]
     assert [(f.run, f.metric, f.verdict) for f in bad] == [("splat-plus-1gpu", "psnr", "regressed")]
-    report = bm.format_findings(findings)
+    report = gate.format_findings(findings)
     assert "REGRESSED" in report and "-1.00%" in report and "FAILED" in report
 
     within = copy.deepcopy(baseline)
@@ -278,7 +281,7 @@ def test_quality_gate_other_metrics_and_missing_runs():
     findings, failed = _gate(crashed, baseline)
     assert failed and {f.run for f in findings if f.verdict == "missing"} == {"splat-plus-2gpu", "splat-plus-4gpu"}
     with pytest.raises(ValueError):
-        bm.parse_tolerances(["nonsense=1%"])
+        gate.parse_tolerances(["nonsense=1%"])
 
 
 def test_quality_gate_cli(tmp_path):
