@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -318,7 +319,7 @@ def test_benchmark_cpu_end_to_end(tmp_path):
     command = [
         sys.executable, str(REPO / "scripts" / "benchmark.py"),
         "--device-type", "cpu", "--steps", str(steps), "--skip-steps", "20", "--timeout", "300",
-        "--methods", "splat-plus", "splatfacto",
+        "--methods", "splat-plus", "splatfacto", "--gpu-busy-steps", "10",
         "--scene-args", f"--data {scene} colmap",
         "--train-args", "--pipeline.model.num-downscales 0 --pipeline.model.warmup-length 20 "
         "--pipeline.model.refine-every 20",
@@ -340,6 +341,8 @@ def test_benchmark_cpu_end_to_end(tmp_path):
     assert ours["densification"]["refine_events"] >= 1  # from the run's densification.jsonl
     assert ours["densification"]["gaussians_after_last_refine"] > 0
     assert ours["train_peak_gib"] is None  # no device memory on CPU
+    assert ours["gpu_busy_ms"] is None and ours["wall_over_busy"] is None  # no GPU: null, no error
+    assert ours["gpu_busy"]["requested_steps"] == 10 and ours["gpu_busy"]["steps_profiled"] == 0
     assert Path(ours["train_log"]).is_file() and Path(ours["eval_log"]).is_file()
 
     theirs = runs["splatfacto"]
@@ -384,12 +387,33 @@ def test_instrumentation_toggle_run_reports_both_modes(tmp_path):
     run = summary["runs"][0]
     assert run["steps_on"] == 20 and run["steps_off"] == 20
     assert run["step_host_ms_median_on"] > 0 and run["step_host_ms_median_off"] > 0
-    assert summary["overhead_pct_median"] == pytest.approx(
-        100 * (run["step_host_ms_median_on"] / run["step_host_ms_median_off"] - 1)
-    )
+    assert summary["toggle_every"] == 10 and math.isfinite(summary["overhead_pct_median"])
     probe = json.loads((out / "toggle1" / "probe.json").read_text())
     modes = probe["instrumentation_modes"]
+    assert probe["steps"] == list(range(40))  # every step recorded, in both modes
     assert modes == [(s // 10) % 2 == 0 for s in probe["steps"]]  # on for steps 0-9, off for 10-19, ...
+    switches = [probe["steps"][i] for i in range(1, len(modes)) if modes[i] != modes[i - 1]]
+    assert modes[0] is True and switches == [10, 20, 30]  # the mode alternates every 10 steps, as configured
+
+
+def test_instrumentation_overhead_from_known_step_times():
+    """Toggle every 2 steps; host step times (ms) on: 11, 13, 14, 14 and off: 10, 10, 9, 11."""
+    spans_ms = [11, 13, 10, 10, 14, 14, 9, 11]
+    begin = [float(i) for i in range(8)]
+    probe = {
+        "steps": list(range(8)),
+        "host_begin_s": begin,
+        "host_end_s": [b + ms / 1000.0 for b, ms in zip(begin, spans_ms)],
+        "instrumentation_modes": [True, True, False, False, True, True, False, False],
+    }
+    all_steps = res.instrumentation_overhead(probe, skip=0)
+    assert all_steps["steps_on"] == 4 and all_steps["steps_off"] == 4
+    assert all_steps["step_host_ms_median_on"] == pytest.approx(13.5)  # median of 11, 13, 14, 14
+    assert all_steps["step_host_ms_median_off"] == pytest.approx(10.0)  # median of 9, 10, 10, 11
+    assert all_steps["overhead_pct"] == pytest.approx(35.0)  # 13.5 / 10 = 1.35
+    after_skip = res.instrumentation_overhead(probe, skip=4)  # steps 4-7: on 14, 14; off 9, 11
+    assert after_skip["steps_on"] == 2 and after_skip["overhead_pct"] == pytest.approx(40.0)
+    assert res.instrumentation_overhead({**probe, "instrumentation_modes": [True] * 8}, skip=0)["overhead_pct"] is None
 
 
 def test_step_profiler_breaks_a_real_run_into_sections(tmp_path):
@@ -412,3 +436,233 @@ def test_step_profiler_breaks_a_real_run_into_sections(tmp_path):
     assert 0 < iteration < period
     assert 0 < sections["  model.get_outputs"]["ms_per_step"] < iteration
     assert sections["    strategy.step_post_backward"]["calls"] == 25
+
+
+# --- GPU busy time -----------------------------------------------------------------------------------
+
+
+def _event(key, device_type, count=1, **times):
+    return SimpleNamespace(key=key, device_type=device_type, count=count, **times)
+
+
+def test_gpu_busy_sums_device_events_and_divides_by_steps():
+    from ns_splat_plus.bench.gpu_busy import summarize_device_events
+
+    events = [
+        _event("sgemm_kernel", "DeviceType.CUDA", count=8, self_device_time_total=3000.0),  # torch >= 2.4 names
+        _event("rasterize_fwd", "DeviceType.CUDA", self_cuda_time_total=1000.0),  # older torch names
+        _event("Memcpy HtoD (Pageable -> Device)", "DeviceType.CUDA", count=2, device_time=200.0),  # an average
+        _event("Memset (Device)", "DeviceType.CUDA", self_device_time_total=100.0),
+        # host-side events: the device time of the kernels they launched, not counted twice
+        _event("cudaLaunchKernel", "DeviceType.CPU", self_device_time_total=4000.0),
+        _event("aten::mm", "DeviceType.CPU", cuda_time_total=3000.0),
+    ]
+    summary = summarize_device_events(events, steps=4)
+    # kernels 3000 + 1000 us, memcpy 2 x 200 us, memset 100 us: 4500 us over 4 steps
+    assert summary["gpu_busy_ms"] == pytest.approx(1.125)
+    assert summary["kernel_ms"] == pytest.approx(1.0) and summary["memcpy_ms"] == pytest.approx(0.1)
+    assert summary["memset_ms"] == pytest.approx(0.025) and summary["steps_profiled"] == 4
+    assert summarize_device_events(events, steps=0)["gpu_busy_ms"] is None
+    assert res.wall_over_busy(2.25, 1.125) == pytest.approx(2.0)
+    assert res.wall_over_busy(None, 1.125) is None and res.wall_over_busy(2.25, None) is None
+
+
+def test_gpu_busy_window_defaults_and_cpu_path():
+    import torch
+
+    from ns_splat_plus.bench.gpu_busy import GpuBusyWindow, default_window_start
+
+    assert default_window_start(skip=100, max_steps=3000, steps=50) == 1525  # centred on steps 100..2999
+    assert default_window_start(skip=20, max_steps=80, steps=50) == 25
+    assert default_window_start(skip=0, max_steps=30, steps=50) == 0  # shorter than the window
+    window = GpuBusyWindow(torch.device("cpu"), start=2, steps=3)
+    for step in range(8):
+        window.begin(step)
+        window.end(step)
+    window.finish()
+    out = window.as_dict()
+    assert out["gpu_busy_ms"] is None and out["steps_profiled"] == 0 and "no CUDA" in out["note"]
+
+
+def test_gpu_busy_reaches_the_run_record_and_the_table(tmp_path):
+    """A probe with a profiled window: steps 3 ms apart except the 4 profiled steps (+ neighbours)."""
+    steps = list(range(20))
+    begin, t = [], 0.0
+    for s in steps:
+        begin.append(t)
+        t += 0.050 if 7 <= s <= 12 else 0.003  # profiled steps 8..11 and their neighbours are slow
+    probe = {"steps": steps, "host_begin_s": begin, "host_end_s": [b + 0.002 for b in begin], "train_s": 1.0,
+             "gpu_busy": {"window": [8, 12], "steps_profiled": 4, "gpu_busy_ms": 1.5, "requested_steps": 4}}  # fmt: skip
+    (tmp_path / "probe.json").write_text(json.dumps(probe))
+    record = res.empty_record("splat-plus", 1)
+    res.collect_train(record, tmp_path / "probe.json", skip=2)
+    assert record["step_time_ms_median"] == pytest.approx(3.0)  # the profiled window is left out
+    assert record["gpu_busy_ms"] == 1.5 and record["wall_over_busy"] == pytest.approx(2.0)
+    record.update(status="ok")
+    table = report.markdown_table({"runs": [record]})
+    assert "| median step (ms) | GPU busy (ms/step) | wall/busy |" in table
+    assert "| 3.00 | 1.50 | 2.00 |" in table
+
+
+def test_probe_options_travel_through_the_environment(tmp_path, monkeypatch):
+    from ns_splat_plus.bench.options import GPU_BUSY_STEPS_ENV, PROBE_OUT_ENV, ProbeOptions
+
+    settings = BenchmarkSettings(steps=3000, skip_steps=100, gpu_busy_steps=50, device_type="cpu")
+    env = children.child_env(settings, 1, tmp_path / "probe.json")
+    assert env[GPU_BUSY_STEPS_ENV] == "50" and env[PROBE_OUT_ENV] == str(tmp_path / "probe.json")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    options = ProbeOptions.from_env()
+    assert options.gpu_busy_steps == 50 and options.skip_steps == 100 and options.gpu_busy_start is None
+    assert GPU_BUSY_STEPS_ENV not in children.child_env(BenchmarkSettings(device_type="cpu"), 1, tmp_path / "p.json")
+
+
+# --- repeats -----------------------------------------------------------------------------------------
+
+
+def test_repeats_interleave_methods_each_in_its_own_run_directory(tmp_path):
+    settings = BenchmarkSettings(methods=["splat-plus", "splatfacto"], repeats=3)
+    batches = runner.plan_batches(settings)
+    assert all(len(batch) == 1 for batch in batches)
+    order = [(b[0].method, b[0].repeat) for b in batches]
+    assert order == [("splat-plus", 1), ("splatfacto", 1), ("splat-plus", 2), ("splatfacto", 2),
+                     ("splat-plus", 3), ("splatfacto", 3)]  # fmt: skip
+    commands = [runner.train_command(settings, b[0].method, 1, runner.run_dir_for(tmp_path, b[0])) for b in batches]
+    run_dirs = [c[c.index("--output-dir") + 1] for c in commands]
+    assert len(set(run_dirs)) == 6 and run_dirs[2].endswith("splat-plus-1gpu-r2")
+    assert [c[4] for c in commands] == ["splat-plus", "splatfacto"] * 3
+    # one repeat: the run names of before (the gate matches them)
+    single = runner.plan_batches(BenchmarkSettings(methods=["splat-plus"], gpus=[1, 2]))
+    assert [b[0].tag for b in single] == ["splat-plus-1gpu", "splat-plus-2gpu"]
+
+
+def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, monkeypatch):
+    settings = BenchmarkSettings(methods=["splat-plus", "splatfacto"], gpus=[1, 2], repeats=3, concurrent_quality=True,
+                                 device_type="cpu", lpips_standin=False)  # fmt: skip
+    batches = runner.plan_batches(settings)
+    assert [[(r.method, r.num_gpus, r.repeat, r.concurrent) for r in b] for b in batches] == [
+        [("splat-plus", 1, 1, False)], [("splatfacto", 1, 1, False)],  # timing runs, alone
+        [("splat-plus", 1, 2, True), ("splatfacto", 1, 2, True), ("splat-plus", 1, 3, True), ("splatfacto", 1, 3, True)],
+        [("splat-plus", 2, 1, False)], [("splatfacto", 2, 1, False)], [("splat-plus", 2, 2, False)],  # W > 1: alone
+        [("splatfacto", 2, 2, False)], [("splat-plus", 2, 3, False)], [("splatfacto", 2, 3, False)],
+    ]  # fmt: skip
+
+    import threading
+    import time
+
+    from ns_splat_plus.bench.options import PROBE_OUT_ENV
+
+    running, overlap, lock = [0], [0], threading.Lock()
+
+    def fake_child(command, log_path, env, timeout_s, label):
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("fake\n")
+        if command[3] == "train":
+            with lock:
+                running[0] += 1
+                overlap[0] = max(overlap[0], running[0])
+            time.sleep(0.3)
+            with lock:
+                running[0] -= 1
+            base = Path(command[command.index("--output-dir") + 1]) / "exp" / "bench"
+            base.mkdir(parents=True)
+            (base / "config.yml").write_text("fake")
+            Path(env[PROBE_OUT_ENV]).write_text(json.dumps(
+                {"steps": [0, 1, 2], "host_begin_s": [0, 0.01, 0.02], "host_end_s": [0.005, 0.015, 0.025], "train_s": 9.0,
+                 "final_gaussians": 100}))  # fmt: skip
+        else:
+            out = Path(command[command.index("--output-path") + 1])
+            out.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8}}))
+        return children.ChildResult(0, 0.3, False, log_path)
+
+    monkeypatch.setattr(children, "run_child", fake_child)
+    records = runner.run_batch(settings, batches[2], tmp_path)
+    assert overlap[0] == 4  # the four quality repeats trained at the same time
+    assert [r["status"] for r in records] == ["ok"] * 4 and all(r["psnr"] == 25.0 for r in records)
+    assert all(r["timing_valid"] is False and r["step_time_ms_median"] is None and r["train_wall_s"] is None
+               for r in records)  # fmt: skip
+    alone = runner.run_batch(settings, batches[0], tmp_path)[0]
+    assert alone["timing_valid"] is True and alone["train_wall_s"] == 9.0 and alone["step_time_ms_median"] == pytest.approx(10.0)
+
+
+def _repeat_results() -> dict:
+    """splat-plus PSNR 27.0, 27.4, 27.2 (mean 27.2, sd 0.2); splatfacto 26.8, 27.0, 27.2, 27.0 (mean 27.0,
+    sd sqrt(0.08 / 3)); splat-plus's third run shared the GPU (timing discarded)."""
+    runs = [
+        _run("splat-plus", 1, repeat=1, psnr=27.0, ssim=0.85, step_time_ms_median=6.0, train_wall_s=30.0),
+        _run("splatfacto", 1, repeat=1, psnr=26.8, ssim=0.84, step_time_ms_median=7.0, train_wall_s=33.0),
+        _run("splat-plus", 1, repeat=2, psnr=27.4, ssim=0.86, step_time_ms_median=6.2, train_wall_s=31.0),
+        _run("splatfacto", 1, repeat=2, psnr=27.0, ssim=0.84, step_time_ms_median=7.2, train_wall_s=34.0),
+        _run("splat-plus", 1, repeat=3, psnr=27.2, ssim=0.85, step_time_ms_median=60.0, train_wall_s=300.0,
+             timing_valid=False),
+        _run("splatfacto", 1, repeat=3, psnr=27.2, ssim=0.85, step_time_ms_median=7.4, train_wall_s=35.0),
+        _run("splatfacto", 1, repeat=4, psnr=27.0, ssim=0.85, step_time_ms_median=7.0, train_wall_s=33.0),
+    ]  # fmt: skip
+    return {**fake_results(), "runs": runs, "settings": {**fake_results()["settings"], "repeats": 4}}
+
+
+def test_repeat_statistics_mean_sd_and_difference_to_the_reference(tmp_path):
+    import statistics
+
+    from ns_splat_plus.bench.stats import summarize_repeats
+
+    results = _repeat_results()
+    summary = {s["method"]: s for s in summarize_repeats(results["runs"], "splatfacto")}
+    ours, theirs = summary["splat-plus"], summary["splatfacto"]
+    psnr, ref_psnr = ours["metrics"]["psnr"], theirs["metrics"]["psnr"]
+    assert psnr["n"] == 3 and psnr["mean"] == pytest.approx(27.2) and psnr["sd"] == pytest.approx(0.2)
+    assert ref_psnr["n"] == 4 and ref_psnr["mean"] == pytest.approx(27.0)
+    assert ref_psnr["sd"] == pytest.approx(math.sqrt(0.08 / 3))
+    assert ref_psnr["sd"] == pytest.approx(statistics.stdev([26.8, 27.0, 27.2, 27.0]))
+    diff = ours["vs_reference"]["psnr"]
+    assert diff["diff"] == pytest.approx(0.2) and diff["se"] == pytest.approx(math.sqrt(0.02))  # 0.04/3 + (0.08/3)/4
+    assert diff["se"] == pytest.approx(math.sqrt(statistics.variance([27.0, 27.4, 27.2]) / 3
+                                                 + statistics.variance([26.8, 27.0, 27.2, 27.0]) / 4))  # fmt: skip
+    # timing over the runs that had the GPU alone: 6.0 and 6.2, not the shared run's 60
+    step = ours["metrics"]["step_time_ms_median"]
+    assert step["n"] == 2 and step["mean"] == pytest.approx(6.1) and ours["timing_runs"] == 2
+    assert ours["metrics"]["lpips"] == {"n": 0, "mean": None, "sd": None}  # absent, not 0
+    assert "vs_reference" not in theirs
+    results["summary"] = summarize_repeats(results["runs"], "splatfacto")
+    paths = report.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
+    markdown = paths["markdown"].read_text()
+    assert "| `splat-plus` | 1 | 3/3 (2) | 27.20 ± 0.20 |" in markdown
+    assert "psnr +0.20 ± 0.14 dB (n 3 vs 4)" in markdown
+    assert "| `splat-plus` | 1 | 3 | ok | – | discarded |" in markdown  # the shared run's timing
+    assert json.loads(paths["json"].read_text())["summary"][0]["metrics"]["psnr"]["n"] == 3
+
+
+def _gate_runs(*psnrs):
+    return {"runs": [_run("splat-plus", 1, repeat=i + 1, psnr=p, ssim=0.85) for i, p in enumerate(psnrs)]}
+
+
+def test_quality_gate_compares_means_of_repeats():
+    import statistics
+
+    baseline = _gate_runs(27.0, 27.2, 27.4)  # mean 27.2; 0.5 % of it is 0.136 dB
+    same_mean = _gate_runs(27.4, 27.0, 27.2)
+    findings, failed = _gate(same_mean, baseline)
+    assert not failed
+    psnr = next(f for f in findings if f.metric == "psnr")
+    assert psnr.baseline == pytest.approx(27.2) and psnr.result == pytest.approx(27.2)
+    assert psnr.n_result == 3 and psnr.n_baseline == 3
+    assert psnr.se == pytest.approx(math.sqrt(2 * statistics.variance([27.0, 27.2, 27.4]) / 3))
+
+    dropped = _gate_runs(26.7, 26.9, 27.0)  # mean 26.8667: -1.2 %
+    findings, failed = _gate(dropped, baseline)
+    assert failed and [(f.metric, f.verdict) for f in findings if f.failed] == [("psnr", "regressed")]
+    text = gate.format_findings(findings)
+    assert "REGRESSED" in text and "SE" in text and "3/3" in text and "means over the repeats" in text
+
+    one_low_run = _gate_runs(26.9, 27.35, 27.35)  # the first run is 1.1 % below, the mean is 27.2
+    assert not _gate(one_low_run, baseline)[1]
+    low_mean = _gate_runs(27.2, 26.6, 27.2)  # first and last runs equal the baseline mean; the mean is -0.74 %
+    findings, failed = _gate(low_mean, baseline)
+    assert failed and next(f for f in findings if f.metric == "psnr").result == pytest.approx(27.0)
+    # a single-run result against a baseline with repeats: its value against the baseline's mean
+    assert not _gate(_gate_runs(27.1), baseline)[1] and _gate(_gate_runs(27.0), baseline)[1]
+    # a repeat that failed fails the gate even when the others are fine
+    crashed = _gate_runs(27.2, 27.2, 27.2)
+    crashed["runs"][1].update(status="failed", error="RuntimeError: boom")
+    findings, failed = _gate(crashed, baseline)
+    assert failed and any(f.verdict == "missing" and "1 of 3 runs" in f.tolerance for f in findings)

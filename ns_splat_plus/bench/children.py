@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from ns_splat_plus.bench.options import PROBE_OUT_ENV, PROGRESS_PREFIX, ProbeOptions
+from ns_splat_plus.bench.options import OPTION_ENVS, PROBE_OUT_ENV, PROGRESS_PREFIX, ProbeOptions
 from ns_splat_plus.bench.settings import BenchmarkSettings, log
 
 
@@ -141,6 +141,8 @@ def child_env(
         # the same baseline methods' checkpoints hold numpy scalars that torch >= 2.6 refuses to load
         # by default (nerfstudio #3683); splat-plus's own checkpoints never need this
         env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+    for name in OPTION_ENVS:  # the benchmark's settings decide, not what this shell happens to export
+        env.pop(name, None)
     env.update(probe_options(settings).env())
     env[PROBE_OUT_ENV] = str(probe_out)
     env["PYTHONUNBUFFERED"] = "1"

@@ -26,6 +26,7 @@ EVAL_MEMORY_ENV = "NS_SPLAT_PLUS_BENCH_EVAL_MEMORY"
 """1: peak device memory of training and of in-training evaluation in separate windows
 (splat-plus's memory tracker; used by scripts/measure_eval_memory.py)."""
 PROGRESS_PREFIX = "[bench]"
+OPTION_ENVS = (TOGGLE_ENV, GPU_BUSY_STEPS_ENV, GPU_BUSY_START_ENV, SKIP_ENV, EVAL_MEMORY_ENV)
 
 
 def _int_env(name: str, default: int = 0) -> int:

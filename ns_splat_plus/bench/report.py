@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ns_splat_plus.bench.results import TIMING_FIELDS
 from ns_splat_plus.bench.settings import REFINE_COUNT_KEYS, log, run_tag
 
 
@@ -61,7 +62,9 @@ def markdown_table(results: Dict[str, Any]) -> str:
         in_training_cell = [_fmt_gib(r.get("in_training_eval_peak_gib"))] if in_training_eval else []
         status = r["status"] if r["status"] == "ok" or not r.get("error") else f"{r['status']} (see notes)"
         lpips_none = "n/a" if r["status"] == "ok" else "–"  # n/a: evaluated, but LPIPS weights not available
-        timing_none = "discarded" if r.get("timing_valid") is False else "–"
+        timing_none = "–"
+        if r.get("timing_valid") is False:  # shared its GPU: whatever timing it holds is not shown
+            timing_none, r = "discarded", {**r, **{k: None for k in TIMING_FIELDS}}
         cells = [f"`{r['method']}`", str(r["num_gpus"])]
         cells += [str(r.get("repeat") or 1)] if repeats else []
         cells += [

@@ -102,6 +102,11 @@ def plan_batches(settings: BenchmarkSettings) -> List[List[PlannedRun]]:
     return batches
 
 
+def run_dir_for(out_dir: Path, plan: PlannedRun) -> Path:
+    """Each run (each repeat) in its own nerfstudio output directory."""
+    return out_dir / "runs" / plan.tag
+
+
 class RunJob:
     """One run: its record, its directories, and the train and eval phases (in that order)."""
 
@@ -128,7 +133,7 @@ class RunJob:
                 record["error"] = f"{num_gpus} GPUs asked for, {len(visible)} available"
                 log(f"{self.tag}: skipped, {record['error']}")
                 return False
-        self.run_dir = self.out_dir / "runs" / self.tag
+        self.run_dir = run_dir_for(self.out_dir, self.plan)
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True)
