@@ -2,7 +2,7 @@
 """Benchmark splat-plus against splatfacto (or any nerfstudio methods): speed, memory, held-out quality.
 
 Every method trains in a fresh process (nerfstudio's ns-train main, measured by
-ns_splat_plus.bench_probe), then ns-eval scores the held-out split. Writes OUT/results.json,
+ns_splat_plus.bench.probe), then ns-eval scores the held-out split. Writes OUT/results.json,
 OUT/results.md, OUT/readme_section.md and OUT/plots/*.png; child output goes to OUT/logs/.
 
     # fox, 3000 steps, splat-plus vs splatfacto on one GPU
@@ -13,11 +13,16 @@ OUT/results.md, OUT/readme_section.md and OUT/plots/*.png; child output goes to 
     python scripts/benchmark.py --from-json benchmarks/fox-h200/results.json --out benchmarks/fox-h200
     # quality gate against a stored baseline
     python scripts/quality_gate.py benchmarks/latest/results.json benchmarks/baseline.json
+    # 5 repeats per method, interleaved; repeats 2-5 trained side by side on the one GPU (quality only);
+    # GPU busy time over 50 profiled steps
+    python scripts/benchmark.py --repeats 5 --concurrent-quality --gpu-busy-steps 50 --out benchmarks/fox-r5
+
+The code is ns_splat_plus.bench (ns_splat_plus.bench.cli:main).
 """
 
 import sys
 
-from ns_splat_plus.benchmarking import main
+from ns_splat_plus.bench.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,9 +10,11 @@
     # Gaussian count, which sets the step time, is the same for both; the least noisy figure)
     python scripts/warmup_check.py interleave --runs 1 --toggle-every 100 --out /tmp/instrumentation_overhead
 
-Each run is its own process (``python -m ns_splat_plus.bench_probe train splat-plus ...``, which
-is ns-train with per-step CUDA-event timing; replayed warmup steps are not counted). Results go to
-OUT/{fresh,overhead}.json and Markdown tables on stdout. ``--scene-args`` defaults to fox
+Each run is its own process through the benchmark's trainer probe (``python -m
+ns_splat_plus.bench.probe train splat-plus ...``, which is ns-train with per-step CUDA-event timing;
+replayed warmup steps are not counted; ``interleave`` uses the probe's instrumentation toggle,
+``NS_SPLAT_PLUS_TOGGLE_INSTRUMENTATION``, and ``ns_splat_plus.bench.results.instrumentation_overhead``).
+Results go to OUT/{fresh,overhead}.json and Markdown tables on stdout. ``--scene-args`` defaults to fox
 (``--data ../shared/data/fox instant-ngp-data --eval-mode interval --eval-interval 8``).
 """
 
@@ -30,6 +32,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ns_splat_plus.bench.options import PROBE_OUT_ENV, ProbeOptions
+from ns_splat_plus.bench.results import instrumentation_overhead
+
 FOX_SCENE_ARGS = "--data ../shared/data/fox instant-ngp-data --eval-mode interval --eval-interval 8"
 WARMUP_LINE = re.compile(r"Warmup: (\d+) training steps in ([0-9.]+) s \(first ([0-9.]+) s\)")
 
@@ -41,14 +46,14 @@ def _train(
     run_out.mkdir(parents=True, exist_ok=True)
     probe_json = run_out / "probe.json"
     cmd = [
-        sys.executable, "-m", "ns_splat_plus.bench_probe", "train", "splat-plus",
+        sys.executable, "-m", "ns_splat_plus.bench.probe", "train", "splat-plus",
         "--output-dir", str(run_out), "--experiment-name", name, "--timestamp", "run",
         "--max-num-iterations", str(steps), "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
         "--steps-per-eval-all-images", "0", "--steps-per-eval-image", "0", "--steps-per-eval-batch", "0",
         *extra,
         *shlex.split(scene_args),  # top-level --data, then the dataparser and its options
     ]  # fmt: skip
-    env = dict(os.environ, NS_SPLAT_PLUS_BENCH_OUT=str(probe_json), **(env_extra or {}))
+    env = dict(os.environ, **{PROBE_OUT_ENV: str(probe_json)}, **(env_extra or {}))
     print(f"[warmup_check] {name}: {shlex.join(cmd)}", flush=True)
     started = time.perf_counter()
     with open(run_out / "train.log", "w") as log:
@@ -67,12 +72,8 @@ def _train(
     host = [(probe["host_end_s"][i] - probe["host_begin_s"][i]) * 1e3 for i in keep]
     gpu = probe.get("gpu_interval_ms") or []
     gpu = [gpu[i] for i in keep if i < len(gpu)]
-    modes = probe.get("instrumentation_modes")
-    if modes:  # a toggle run: medians of the steps with instrumentation on and off
-        for label, flag in (("on", True), ("off", False)):
-            times = [(probe["host_end_s"][i] - probe["host_begin_s"][i]) * 1e3 for i in keep if modes[i] is flag]
-            result[f"step_host_ms_median_{label}"] = statistics.median(times) if times else None
-            result[f"steps_{label}"] = len(times)
+    if probe.get("instrumentation_modes"):  # a toggle run: medians of the steps with instrumentation on and off
+        result.update(instrumentation_overhead(probe, skip))
     result.update(
         step_host_ms_median=statistics.median(host) if host else None,
         step_gpu_interval_ms_median=statistics.median(gpu) if gpu else None,
@@ -165,10 +166,8 @@ def overhead(args: argparse.Namespace) -> Dict[str, Any]:
 def interleave(args: argparse.Namespace) -> Dict[str, Any]:
     rows = []
     for i in range(args.runs):
-        env = {"NS_SPLAT_PLUS_TOGGLE_INSTRUMENTATION": str(args.toggle_every)}
+        env = ProbeOptions(toggle_every=args.toggle_every).env()
         row = _train(args.out, f"toggle{i + 1}", args.scene_args, args.steps, shlex.split(args.train_args), args.skip_steps, env)
-        on, off = row.get("step_host_ms_median_on"), row.get("step_host_ms_median_off")
-        row["overhead_pct"] = 100.0 * (on / off - 1.0) if on and off else None
         rows.append(row)
     print("\n" + _table(rows, ["name", "num_gaussians", "steps_on", "step_host_ms_median_on", "steps_off",
                                "step_host_ms_median_off", "overhead_pct"]))  # fmt: skip

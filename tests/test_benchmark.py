@@ -1,4 +1,4 @@
-"""Benchmark suite (scripts/benchmark.py, ns_splat_plus.benchmarking) and quality gate (scripts/quality_gate.py)."""
+"""Benchmark suite (scripts/benchmark.py, ns_splat_plus.bench) and quality gate (scripts/quality_gate.py)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,23 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from ns_splat_plus import benchmarking as bm
-from ns_splat_plus.bench_probe import ProbeTrainerFactory, instrument_config, probe_trainer_class
+from dataclasses import asdict
+
+from ns_splat_plus.bench import children, cli, gate, report, runner
+from ns_splat_plus.bench import results as res
+from ns_splat_plus.bench.probe import ProbeTrainerFactory, instrument_config, probe_trainer_class
+from ns_splat_plus.bench.settings import FOX_SCENE_ARGS, PROBE_MODULE, SCHEMA_VERSION, BenchmarkSettings
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _run(method: str, num_gpus: int, **values) -> dict:
-    record = bm.empty_record(method, num_gpus)
+    record = res.empty_record(method, num_gpus)
     record.update(status="ok", steps_requested=3000)
     record.update(values)
     return record
@@ -36,23 +41,23 @@ def fake_results() -> dict:
              psnr=27.3, ssim=0.856, lpips=0.21, num_gaussians=248_000, step_clock="cuda-events"),
         _run("splat-plus", 2, step_time_ms_median=6.3, train_wall_s=16.0, train_peak_gib=0.8, eval_peak_gib=0.9,
              psnr=27.45, ssim=0.856, lpips=None, num_gaussians=251_000, step_clock="cuda-events"),
-        {**bm.empty_record("splatfacto", 2), "status": "unsupported", "error": "splatfacto does not train on several GPUs"},
+        {**res.empty_record("splatfacto", 2), "status": "unsupported", "error": "splatfacto does not train on several GPUs"},
         _run("splat-plus", 4, timed_steps=750, step_time_ms_median=6.5, train_wall_s=8.5, train_peak_gib=0.7, eval_peak_gib=0.9,
              psnr=27.4, ssim=0.855, lpips=None, num_gaussians=252_000, step_clock="cuda-events"),
     ]  # fmt: skip
-    settings = bm.BenchmarkSettings(gpus=[1, 2, 4])
+    settings = BenchmarkSettings(gpus=[1, 2, 4])
     results = {
-        "schema": bm.SCHEMA_VERSION,
+        "schema": SCHEMA_VERSION,
         "created": "2026-01-02T03:04:05+00:00",
         "command": "python scripts/benchmark.py --gpus 1 2 4",
         "scene": "fox",
-        "settings": {**bm.asdict(settings), "effective_skip_steps": settings.effective_skip},
+        "settings": {**asdict(settings), "effective_skip_steps": settings.effective_skip},
         "reference_method": "splatfacto",
         "environment": {"device_type": "cuda", "device_name": "NVIDIA H200", "torch": "2.11", "gsplat": "1.4.0",
                         "nerfstudio": "1.1.5"},  # fmt: skip
         "runs": runs,
     }
-    bm.add_speedups(results["runs"])
+    runner.add_speedups(results["runs"])
     return results
 
 
@@ -74,26 +79,26 @@ def test_step_statistics_skip_warmup_and_prefer_cuda_events():
         t += 0.1 if s < 10 else 0.01
     end = [b + 0.005 for b in begin]
     probe = {"steps": steps, "host_begin_s": begin, "host_end_s": end}
-    with_skip = bm.summarize_steps(probe, skip=10)
+    with_skip = res.summarize_steps(probe, skip=10)
     assert with_skip["step_clock"] == "host"
     assert with_skip["step_time_ms_median"] == pytest.approx(10.0)
     assert with_skip["skipped_steps"] == 10 and with_skip["timed_steps"] == 40
     assert with_skip["iteration_ms_median"] == pytest.approx(5.0)
-    no_skip = bm.summarize_steps({**probe, "steps": [s + 100 for s in steps]}, skip=0)
+    no_skip = res.summarize_steps({**probe, "steps": [s + 100 for s in steps]}, skip=0)
     assert no_skip["step_time_ms_mean"] > with_skip["step_time_ms_mean"]  # slow steps weigh in without a skip
 
     cuda = {**probe, "gpu_interval_ms": [7.0] * 39, "gpu_span_ms": [6.0] * 40}
-    stats = bm.summarize_steps(cuda, skip=10)
+    stats = res.summarize_steps(cuda, skip=10)
     assert stats["step_clock"] == "cuda-events"
     assert stats["step_time_ms_median"] == pytest.approx(7.0)
     assert stats["iteration_ms_median"] == pytest.approx(6.0)
     assert stats["host_step_time_ms_median"] == pytest.approx(10.0)
-    assert bm.summarize_steps({}, skip=10)["step_time_ms_median"] is None
+    assert res.summarize_steps({}, skip=10)["step_time_ms_median"] is None
 
 
 def test_effective_skip_never_swallows_a_short_run():
-    assert bm.BenchmarkSettings(steps=3000, skip_steps=100).effective_skip == 100
-    assert bm.BenchmarkSettings(steps=60, skip_steps=100).effective_skip == 30
+    assert BenchmarkSettings(steps=3000, skip_steps=100).effective_skip == 100
+    assert BenchmarkSettings(steps=60, skip_steps=100).effective_skip == 30
 
 
 def test_densification_totals_from_jsonl(tmp_path):
@@ -105,69 +110,69 @@ def test_densification_totals_from_jsonl(tmp_path):
         {"step": 200, "event": "refine", "duplicated": 1, "split": 0, "pruned": 20, "num_gaussians": 398},
     ]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
-    totals = bm.read_densification(path)
+    totals = res.read_densification(path)
     assert totals == {
         "refine_events": 2, "duplicated": 11, "split": 5, "pruned": 23, "gaussians_after_last_refine": 398,
     }  # fmt: skip
-    assert bm.read_densification(tmp_path / "missing.jsonl") is None
+    assert res.read_densification(tmp_path / "missing.jsonl") is None
 
 
 def test_eval_metrics_keep_unavailable_lpips_null(tmp_path):
     path = tmp_path / "eval.json"
     for lpips in (None, float("nan")):
         path.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8, "lpips": lpips}}).replace("NaN", "null"))
-        metrics = bm.read_eval_metrics(path)
+        metrics = res.read_eval_metrics(path)
         assert metrics["psnr"] == 25.0 and metrics["lpips"] is None
     path.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8}}))
-    assert bm.read_eval_metrics(path)["lpips"] is None
+    assert res.read_eval_metrics(path)["lpips"] is None
     path.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8, "lpips": 0.12, "num_gaussians": 9}}))
-    metrics = bm.read_eval_metrics(path)
+    metrics = res.read_eval_metrics(path)
     assert metrics["lpips"] == 0.12 and metrics["eval_num_gaussians"] == 9
 
 
 def test_failure_reason_names_the_exception(tmp_path):
     log = tmp_path / "x.log"
     log.write_text("starting\nTraceback (most recent call last):\n  File x\nRuntimeError: CUDA is not available\n\n")
-    assert bm.failure_reason(log) == "RuntimeError: CUDA is not available"
+    assert children.failure_reason(log) == "RuntimeError: CUDA is not available"
     log.write_text("just stopped\n")
-    assert bm.failure_reason(log) == "just stopped"
+    assert children.failure_reason(log) == "just stopped"
 
 
 # --- commands --------------------------------------------------------------------------------------
 
 
 def test_train_commands_single_and_multi_gpu(tmp_path):
-    settings = bm.BenchmarkSettings(
+    settings = BenchmarkSettings(
         steps=3000, train_args="--pipeline.model.sh-degree 3", method_args={"splat-plus": "--machine.seed 1"},
         multi_gpu_args="--note W={W}",
     )  # fmt: skip
-    one = bm.train_command(settings, "splat-plus", 1, tmp_path)
-    assert one[:4] == [sys.executable, "-m", bm.PROBE_MODULE, "train"] and one[4] == "splat-plus"
-    assert one[-7:] == bm.FOX_SCENE_ARGS.split()  # the scene arguments come last, verbatim
+    one = runner.train_command(settings, "splat-plus", 1, tmp_path)
+    assert one[:4] == [sys.executable, "-m", PROBE_MODULE, "train"] and one[4] == "splat-plus"
+    assert one[-7:] == FOX_SCENE_ARGS.split()  # the scene arguments come last, verbatim
     joined = " ".join(one)
     assert "--max-num-iterations 3000" in joined and "--machine.num-devices 1" in joined
     assert "--vis tensorboard" in joined and "--viewer.quit-on-train-completion True" in joined
     assert "--steps-per-eval-all-images 0" in joined and "--machine.seed 1" in joined and "W=" not in joined
-    four = bm.train_command(settings, "splat-plus", 4, tmp_path)
+    four = runner.train_command(settings, "splat-plus", 4, tmp_path)
     assert four[1:3] == ["-m", "torch.distributed.run"] and "--nproc-per-node" in four
     assert four[four.index("--nproc-per-node") + 1] == "4" and "W=4" in four
     assert "--machine.num-devices" not in four  # torchrun sets the ranks
-    spawn = bm.train_command(bm.BenchmarkSettings(launcher="spawn"), "splat-plus", 2, tmp_path)
+    spawn = runner.train_command(BenchmarkSettings(launcher="spawn"), "splat-plus", 2, tmp_path)
     assert "torch.distributed.run" not in spawn and "2" == spawn[spawn.index("--machine.num-devices") + 1]
-    other = bm.train_command(settings, "splatfacto", 1, tmp_path)
+    other = runner.train_command(settings, "splatfacto", 1, tmp_path)
     assert "--machine.seed" not in other
 
 
 def test_multi_gpu_splatfacto_is_recorded_as_unsupported_without_running(tmp_path):
-    settings = bm.BenchmarkSettings(gpus=[2])
-    record = bm.run_one(settings, "splatfacto", 2, tmp_path)
+    settings = BenchmarkSettings(gpus=[2])
+    record = runner.run_one(settings, "splatfacto", 2, tmp_path)
     assert record["status"] == "unsupported" and "several GPUs" in record["error"]
     assert not (tmp_path / "runs").exists()
 
 
 def test_more_gpus_than_available_is_recorded_as_unsupported(tmp_path, monkeypatch):
-    monkeypatch.setattr(bm, "visible_gpu_ids", lambda: ["0"])
-    record = bm.run_one(bm.BenchmarkSettings(gpus=[4]), "splat-plus", 4, tmp_path)
+    monkeypatch.setattr(children, "visible_gpu_ids", lambda: ["0"])
+    record = runner.run_one(BenchmarkSettings(gpus=[4]), "splat-plus", 4, tmp_path)
     assert record["status"] == "unsupported" and record["error"] == "4 GPUs asked for, 1 available"
     assert not (tmp_path / "runs").exists()
 
@@ -175,8 +180,7 @@ def test_more_gpus_than_available_is_recorded_as_unsupported(tmp_path, monkeypat
 def test_probe_factory_survives_pickle_and_config_yaml():
     import yaml
 
-    from ns_splat_plus.method import splat_plus
-    from ns_splat_plus.training.trainer import SplatPlusTrainer
+    from ns_splat_plus.bench.runtime import SplatPlusTrainer, splat_plus
 
     config = instrument_config(copy.deepcopy(splat_plus.config))
     assert isinstance(config._target, ProbeTrainerFactory) and config._target.base is SplatPlusTrainer
@@ -193,7 +197,7 @@ def test_probe_factory_survives_pickle_and_config_yaml():
 
 def test_reports_and_plots(tmp_path):
     results = fake_results()
-    paths = bm.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
+    paths = report.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
     loaded = json.loads(paths["json"].read_text())
     assert [r["method"] for r in loaded["runs"]] == [r["method"] for r in results["runs"]]
     speedups = {(r["method"], r["num_gpus"]): r["speedup"] for r in loaded["runs"]}
@@ -221,12 +225,12 @@ def test_reports_and_plots(tmp_path):
 
     assert "in-training eval peak" not in markdown  # only when a run evaluated during training
     results["runs"][0]["in_training_eval_peak_gib"] = 0.95
-    assert "| in-training eval peak (GiB) |" in bm.markdown_table(results)
-    assert "| 1.10 | 0.95 | 0.90 |" in bm.markdown_table(results)
+    assert "| in-training eval peak (GiB) |" in report.markdown_table(results)
+    assert "| 1.10 | 0.95 | 0.90 |" in report.markdown_table(results)
 
     # re-rendering from the JSON gives the same report
     out2 = tmp_path / "again"
-    assert bm.main(["--from-json", str(paths["json"]), "--out", str(out2), "--readme-relative-to", str(out2)]) == 0
+    assert cli.main(["--from-json", str(paths["json"]), "--out", str(out2), "--readme-relative-to", str(out2)]) == 0
     assert (out2 / "results.md").read_text() == markdown
 
 
@@ -234,7 +238,7 @@ def test_reports_and_plots(tmp_path):
 
 
 def _gate(result, baseline, *tolerances, two_sided=False):
-    findings = bm.quality_gate(result, baseline, bm.parse_tolerances(tolerances), two_sided=two_sided)
+    findings = gate.quality_gate(result, baseline, gate.parse_tolerances(tolerances), two_sided=two_sided)
     return findings, any(f.failed for f in findings)
 
 
@@ -250,7 +254,7 @@ def test_quality_gate_identical_and_degraded():
     assert failed
     bad = [f for f in findings if f.failed]
     assert [(f.run, f.metric, f.verdict) for f in bad] == [("splat-plus-1gpu", "psnr", "regressed")]
-    report = bm.format_findings(findings)
+    report = gate.format_findings(findings)
     assert "REGRESSED" in report and "-1.00%" in report and "FAILED" in report
 
     within = copy.deepcopy(baseline)
@@ -278,7 +282,7 @@ def test_quality_gate_other_metrics_and_missing_runs():
     findings, failed = _gate(crashed, baseline)
     assert failed and {f.run for f in findings if f.verdict == "missing"} == {"splat-plus-2gpu", "splat-plus-4gpu"}
     with pytest.raises(ValueError):
-        bm.parse_tolerances(["nonsense=1%"])
+        gate.parse_tolerances(["nonsense=1%"])
 
 
 def test_quality_gate_cli(tmp_path):
@@ -315,7 +319,7 @@ def test_benchmark_cpu_end_to_end(tmp_path):
     command = [
         sys.executable, str(REPO / "scripts" / "benchmark.py"),
         "--device-type", "cpu", "--steps", str(steps), "--skip-steps", "20", "--timeout", "300",
-        "--methods", "splat-plus", "splatfacto",
+        "--methods", "splat-plus", "splatfacto", "--gpu-busy-steps", "10",
         "--scene-args", f"--data {scene} colmap",
         "--train-args", "--pipeline.model.num-downscales 0 --pipeline.model.warmup-length 20 "
         "--pipeline.model.refine-every 20",
@@ -337,6 +341,8 @@ def test_benchmark_cpu_end_to_end(tmp_path):
     assert ours["densification"]["refine_events"] >= 1  # from the run's densification.jsonl
     assert ours["densification"]["gaussians_after_last_refine"] > 0
     assert ours["train_peak_gib"] is None  # no device memory on CPU
+    assert ours["gpu_busy_ms"] is None and ours["wall_over_busy"] is None  # no GPU: null, no error
+    assert ours["gpu_busy"]["requested_steps"] == 10 and ours["gpu_busy"]["steps_profiled"] == 0
     assert Path(ours["train_log"]).is_file() and Path(ours["eval_log"]).is_file()
 
     theirs = runs["splatfacto"]
@@ -381,12 +387,33 @@ def test_instrumentation_toggle_run_reports_both_modes(tmp_path):
     run = summary["runs"][0]
     assert run["steps_on"] == 20 and run["steps_off"] == 20
     assert run["step_host_ms_median_on"] > 0 and run["step_host_ms_median_off"] > 0
-    assert summary["overhead_pct_median"] == pytest.approx(
-        100 * (run["step_host_ms_median_on"] / run["step_host_ms_median_off"] - 1)
-    )
+    assert summary["toggle_every"] == 10 and math.isfinite(summary["overhead_pct_median"])
     probe = json.loads((out / "toggle1" / "probe.json").read_text())
     modes = probe["instrumentation_modes"]
+    assert probe["steps"] == list(range(40))  # every step recorded, in both modes
     assert modes == [(s // 10) % 2 == 0 for s in probe["steps"]]  # on for steps 0-9, off for 10-19, ...
+    switches = [probe["steps"][i] for i in range(1, len(modes)) if modes[i] != modes[i - 1]]
+    assert modes[0] is True and switches == [10, 20, 30]  # the mode alternates every 10 steps, as configured
+
+
+def test_instrumentation_overhead_from_known_step_times():
+    """Toggle every 2 steps; host step times (ms) on: 11, 13, 14, 14 and off: 10, 10, 9, 11."""
+    spans_ms = [11, 13, 10, 10, 14, 14, 9, 11]
+    begin = [float(i) for i in range(8)]
+    probe = {
+        "steps": list(range(8)),
+        "host_begin_s": begin,
+        "host_end_s": [b + ms / 1000.0 for b, ms in zip(begin, spans_ms)],
+        "instrumentation_modes": [True, True, False, False, True, True, False, False],
+    }
+    all_steps = res.instrumentation_overhead(probe, skip=0)
+    assert all_steps["steps_on"] == 4 and all_steps["steps_off"] == 4
+    assert all_steps["step_host_ms_median_on"] == pytest.approx(13.5)  # median of 11, 13, 14, 14
+    assert all_steps["step_host_ms_median_off"] == pytest.approx(10.0)  # median of 9, 10, 10, 11
+    assert all_steps["overhead_pct"] == pytest.approx(35.0)  # 13.5 / 10 = 1.35
+    after_skip = res.instrumentation_overhead(probe, skip=4)  # steps 4-7: on 14, 14; off 9, 11
+    assert after_skip["steps_on"] == 2 and after_skip["overhead_pct"] == pytest.approx(40.0)
+    assert res.instrumentation_overhead({**probe, "instrumentation_modes": [True] * 8}, skip=0)["overhead_pct"] is None
 
 
 def test_step_profiler_breaks_a_real_run_into_sections(tmp_path):
@@ -409,3 +436,233 @@ def test_step_profiler_breaks_a_real_run_into_sections(tmp_path):
     assert 0 < iteration < period
     assert 0 < sections["  model.get_outputs"]["ms_per_step"] < iteration
     assert sections["    strategy.step_post_backward"]["calls"] == 25
+
+
+# --- GPU busy time -----------------------------------------------------------------------------------
+
+
+def _event(key, device_type, count=1, **times):
+    return SimpleNamespace(key=key, device_type=device_type, count=count, **times)
+
+
+def test_gpu_busy_sums_device_events_and_divides_by_steps():
+    from ns_splat_plus.bench.gpu_busy import summarize_device_events
+
+    events = [
+        _event("sgemm_kernel", "DeviceType.CUDA", count=8, self_device_time_total=3000.0),  # torch >= 2.4 names
+        _event("rasterize_fwd", "DeviceType.CUDA", self_cuda_time_total=1000.0),  # older torch names
+        _event("Memcpy HtoD (Pageable -> Device)", "DeviceType.CUDA", count=2, device_time=200.0),  # an average
+        _event("Memset (Device)", "DeviceType.CUDA", self_device_time_total=100.0),
+        # host-side events: the device time of the kernels they launched, not counted twice
+        _event("cudaLaunchKernel", "DeviceType.CPU", self_device_time_total=4000.0),
+        _event("aten::mm", "DeviceType.CPU", cuda_time_total=3000.0),
+    ]
+    summary = summarize_device_events(events, steps=4)
+    # kernels 3000 + 1000 us, memcpy 2 x 200 us, memset 100 us: 4500 us over 4 steps
+    assert summary["gpu_busy_ms"] == pytest.approx(1.125)
+    assert summary["kernel_ms"] == pytest.approx(1.0) and summary["memcpy_ms"] == pytest.approx(0.1)
+    assert summary["memset_ms"] == pytest.approx(0.025) and summary["steps_profiled"] == 4
+    assert summarize_device_events(events, steps=0)["gpu_busy_ms"] is None
+    assert res.wall_over_busy(2.25, 1.125) == pytest.approx(2.0)
+    assert res.wall_over_busy(None, 1.125) is None and res.wall_over_busy(2.25, None) is None
+
+
+def test_gpu_busy_window_defaults_and_cpu_path():
+    import torch
+
+    from ns_splat_plus.bench.gpu_busy import GpuBusyWindow, default_window_start
+
+    assert default_window_start(skip=100, max_steps=3000, steps=50) == 1525  # centred on steps 100..2999
+    assert default_window_start(skip=20, max_steps=80, steps=50) == 25
+    assert default_window_start(skip=0, max_steps=30, steps=50) == 0  # shorter than the window
+    window = GpuBusyWindow(torch.device("cpu"), start=2, steps=3)
+    for step in range(8):
+        window.begin(step)
+        window.end(step)
+    window.finish()
+    out = window.as_dict()
+    assert out["gpu_busy_ms"] is None and out["steps_profiled"] == 0 and "no CUDA" in out["note"]
+
+
+def test_gpu_busy_reaches_the_run_record_and_the_table(tmp_path):
+    """A probe with a profiled window: steps 3 ms apart except the 4 profiled steps (+ neighbours)."""
+    steps = list(range(20))
+    begin, t = [], 0.0
+    for s in steps:
+        begin.append(t)
+        t += 0.050 if 7 <= s <= 12 else 0.003  # profiled steps 8..11 and their neighbours are slow
+    probe = {"steps": steps, "host_begin_s": begin, "host_end_s": [b + 0.002 for b in begin], "train_s": 1.0,
+             "gpu_busy": {"window": [8, 12], "steps_profiled": 4, "gpu_busy_ms": 1.5, "requested_steps": 4}}  # fmt: skip
+    (tmp_path / "probe.json").write_text(json.dumps(probe))
+    record = res.empty_record("splat-plus", 1)
+    res.collect_train(record, tmp_path / "probe.json", skip=2)
+    assert record["step_time_ms_median"] == pytest.approx(3.0)  # the profiled window is left out
+    assert record["gpu_busy_ms"] == 1.5 and record["wall_over_busy"] == pytest.approx(2.0)
+    record.update(status="ok")
+    table = report.markdown_table({"runs": [record]})
+    assert "| median step (ms) | GPU busy (ms/step) | wall/busy |" in table
+    assert "| 3.00 | 1.50 | 2.00 |" in table
+
+
+def test_probe_options_travel_through_the_environment(tmp_path, monkeypatch):
+    from ns_splat_plus.bench.options import GPU_BUSY_STEPS_ENV, PROBE_OUT_ENV, ProbeOptions
+
+    settings = BenchmarkSettings(steps=3000, skip_steps=100, gpu_busy_steps=50, device_type="cpu")
+    env = children.child_env(settings, 1, tmp_path / "probe.json")
+    assert env[GPU_BUSY_STEPS_ENV] == "50" and env[PROBE_OUT_ENV] == str(tmp_path / "probe.json")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    options = ProbeOptions.from_env()
+    assert options.gpu_busy_steps == 50 and options.skip_steps == 100 and options.gpu_busy_start is None
+    assert GPU_BUSY_STEPS_ENV not in children.child_env(BenchmarkSettings(device_type="cpu"), 1, tmp_path / "p.json")
+
+
+# --- repeats -----------------------------------------------------------------------------------------
+
+
+def test_repeats_interleave_methods_each_in_its_own_run_directory(tmp_path):
+    settings = BenchmarkSettings(methods=["splat-plus", "splatfacto"], repeats=3)
+    batches = runner.plan_batches(settings)
+    assert all(len(batch) == 1 for batch in batches)
+    order = [(b[0].method, b[0].repeat) for b in batches]
+    assert order == [("splat-plus", 1), ("splatfacto", 1), ("splat-plus", 2), ("splatfacto", 2),
+                     ("splat-plus", 3), ("splatfacto", 3)]  # fmt: skip
+    commands = [runner.train_command(settings, b[0].method, 1, runner.run_dir_for(tmp_path, b[0])) for b in batches]
+    run_dirs = [c[c.index("--output-dir") + 1] for c in commands]
+    assert len(set(run_dirs)) == 6 and run_dirs[2].endswith("splat-plus-1gpu-r2")
+    assert [c[4] for c in commands] == ["splat-plus", "splatfacto"] * 3
+    # one repeat: the run names of before (the gate matches them)
+    single = runner.plan_batches(BenchmarkSettings(methods=["splat-plus"], gpus=[1, 2]))
+    assert [b[0].tag for b in single] == ["splat-plus-1gpu", "splat-plus-2gpu"]
+
+
+def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, monkeypatch):
+    settings = BenchmarkSettings(methods=["splat-plus", "splatfacto"], gpus=[1, 2], repeats=3, concurrent_quality=True,
+                                 device_type="cpu", lpips_standin=False)  # fmt: skip
+    batches = runner.plan_batches(settings)
+    assert [[(r.method, r.num_gpus, r.repeat, r.concurrent) for r in b] for b in batches] == [
+        [("splat-plus", 1, 1, False)], [("splatfacto", 1, 1, False)],  # timing runs, alone
+        [("splat-plus", 1, 2, True), ("splatfacto", 1, 2, True), ("splat-plus", 1, 3, True), ("splatfacto", 1, 3, True)],
+        [("splat-plus", 2, 1, False)], [("splatfacto", 2, 1, False)], [("splat-plus", 2, 2, False)],  # W > 1: alone
+        [("splatfacto", 2, 2, False)], [("splat-plus", 2, 3, False)], [("splatfacto", 2, 3, False)],
+    ]  # fmt: skip
+
+    import threading
+    import time
+
+    from ns_splat_plus.bench.options import PROBE_OUT_ENV
+
+    running, overlap, lock = [0], [0], threading.Lock()
+
+    def fake_child(command, log_path, env, timeout_s, label):
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("fake\n")
+        if command[3] == "train":
+            with lock:
+                running[0] += 1
+                overlap[0] = max(overlap[0], running[0])
+            time.sleep(0.3)
+            with lock:
+                running[0] -= 1
+            base = Path(command[command.index("--output-dir") + 1]) / "exp" / "bench"
+            base.mkdir(parents=True)
+            (base / "config.yml").write_text("fake")
+            Path(env[PROBE_OUT_ENV]).write_text(json.dumps(
+                {"steps": [0, 1, 2], "host_begin_s": [0, 0.01, 0.02], "host_end_s": [0.005, 0.015, 0.025], "train_s": 9.0,
+                 "final_gaussians": 100}))  # fmt: skip
+        else:
+            out = Path(command[command.index("--output-path") + 1])
+            out.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8}}))
+        return children.ChildResult(0, 0.3, False, log_path)
+
+    monkeypatch.setattr(children, "run_child", fake_child)
+    records = runner.run_batch(settings, batches[2], tmp_path)
+    assert overlap[0] == 4  # the four quality repeats trained at the same time
+    assert [r["status"] for r in records] == ["ok"] * 4 and all(r["psnr"] == 25.0 for r in records)
+    assert all(r["timing_valid"] is False and r["step_time_ms_median"] is None and r["train_wall_s"] is None
+               for r in records)  # fmt: skip
+    alone = runner.run_batch(settings, batches[0], tmp_path)[0]
+    assert alone["timing_valid"] is True and alone["train_wall_s"] == 9.0 and alone["step_time_ms_median"] == pytest.approx(10.0)
+
+
+def _repeat_results() -> dict:
+    """splat-plus PSNR 27.0, 27.4, 27.2 (mean 27.2, sd 0.2); splatfacto 26.8, 27.0, 27.2, 27.0 (mean 27.0,
+    sd sqrt(0.08 / 3)); splat-plus's third run shared the GPU (timing discarded)."""
+    runs = [
+        _run("splat-plus", 1, repeat=1, psnr=27.0, ssim=0.85, step_time_ms_median=6.0, train_wall_s=30.0),
+        _run("splatfacto", 1, repeat=1, psnr=26.8, ssim=0.84, step_time_ms_median=7.0, train_wall_s=33.0),
+        _run("splat-plus", 1, repeat=2, psnr=27.4, ssim=0.86, step_time_ms_median=6.2, train_wall_s=31.0),
+        _run("splatfacto", 1, repeat=2, psnr=27.0, ssim=0.84, step_time_ms_median=7.2, train_wall_s=34.0),
+        _run("splat-plus", 1, repeat=3, psnr=27.2, ssim=0.85, step_time_ms_median=60.0, train_wall_s=300.0,
+             timing_valid=False),
+        _run("splatfacto", 1, repeat=3, psnr=27.2, ssim=0.85, step_time_ms_median=7.4, train_wall_s=35.0),
+        _run("splatfacto", 1, repeat=4, psnr=27.0, ssim=0.85, step_time_ms_median=7.0, train_wall_s=33.0),
+    ]  # fmt: skip
+    return {**fake_results(), "runs": runs, "settings": {**fake_results()["settings"], "repeats": 4}}
+
+
+def test_repeat_statistics_mean_sd_and_difference_to_the_reference(tmp_path):
+    import statistics
+
+    from ns_splat_plus.bench.stats import summarize_repeats
+
+    results = _repeat_results()
+    summary = {s["method"]: s for s in summarize_repeats(results["runs"], "splatfacto")}
+    ours, theirs = summary["splat-plus"], summary["splatfacto"]
+    psnr, ref_psnr = ours["metrics"]["psnr"], theirs["metrics"]["psnr"]
+    assert psnr["n"] == 3 and psnr["mean"] == pytest.approx(27.2) and psnr["sd"] == pytest.approx(0.2)
+    assert ref_psnr["n"] == 4 and ref_psnr["mean"] == pytest.approx(27.0)
+    assert ref_psnr["sd"] == pytest.approx(math.sqrt(0.08 / 3))
+    assert ref_psnr["sd"] == pytest.approx(statistics.stdev([26.8, 27.0, 27.2, 27.0]))
+    diff = ours["vs_reference"]["psnr"]
+    assert diff["diff"] == pytest.approx(0.2) and diff["se"] == pytest.approx(math.sqrt(0.02))  # 0.04/3 + (0.08/3)/4
+    assert diff["se"] == pytest.approx(math.sqrt(statistics.variance([27.0, 27.4, 27.2]) / 3
+                                                 + statistics.variance([26.8, 27.0, 27.2, 27.0]) / 4))  # fmt: skip
+    # timing over the runs that had the GPU alone: 6.0 and 6.2, not the shared run's 60
+    step = ours["metrics"]["step_time_ms_median"]
+    assert step["n"] == 2 and step["mean"] == pytest.approx(6.1) and ours["timing_runs"] == 2
+    assert ours["metrics"]["lpips"] == {"n": 0, "mean": None, "sd": None}  # absent, not 0
+    assert "vs_reference" not in theirs
+    results["summary"] = summarize_repeats(results["runs"], "splatfacto")
+    paths = report.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
+    markdown = paths["markdown"].read_text()
+    assert "| `splat-plus` | 1 | 3/3 (2) | 27.20 ± 0.20 |" in markdown
+    assert "psnr +0.20 ± 0.14 dB (n 3 vs 4)" in markdown
+    assert "| `splat-plus` | 1 | 3 | ok | – | discarded |" in markdown  # the shared run's timing
+    assert json.loads(paths["json"].read_text())["summary"][0]["metrics"]["psnr"]["n"] == 3
+
+
+def _gate_runs(*psnrs):
+    return {"runs": [_run("splat-plus", 1, repeat=i + 1, psnr=p, ssim=0.85) for i, p in enumerate(psnrs)]}
+
+
+def test_quality_gate_compares_means_of_repeats():
+    import statistics
+
+    baseline = _gate_runs(27.0, 27.2, 27.4)  # mean 27.2; 0.5 % of it is 0.136 dB
+    same_mean = _gate_runs(27.4, 27.0, 27.2)
+    findings, failed = _gate(same_mean, baseline)
+    assert not failed
+    psnr = next(f for f in findings if f.metric == "psnr")
+    assert psnr.baseline == pytest.approx(27.2) and psnr.result == pytest.approx(27.2)
+    assert psnr.n_result == 3 and psnr.n_baseline == 3
+    assert psnr.se == pytest.approx(math.sqrt(2 * statistics.variance([27.0, 27.2, 27.4]) / 3))
+
+    dropped = _gate_runs(26.7, 26.9, 27.0)  # mean 26.8667: -1.2 %
+    findings, failed = _gate(dropped, baseline)
+    assert failed and [(f.metric, f.verdict) for f in findings if f.failed] == [("psnr", "regressed")]
+    text = gate.format_findings(findings)
+    assert "REGRESSED" in text and "SE" in text and "3/3" in text and "means over the repeats" in text
+
+    one_low_run = _gate_runs(26.9, 27.35, 27.35)  # the first run is 1.1 % below, the mean is 27.2
+    assert not _gate(one_low_run, baseline)[1]
+    low_mean = _gate_runs(27.2, 26.6, 27.2)  # first and last runs equal the baseline mean; the mean is -0.74 %
+    findings, failed = _gate(low_mean, baseline)
+    assert failed and next(f for f in findings if f.metric == "psnr").result == pytest.approx(27.0)
+    # a single-run result against a baseline with repeats: its value against the baseline's mean
+    assert not _gate(_gate_runs(27.1), baseline)[1] and _gate(_gate_runs(27.0), baseline)[1]
+    # a repeat that failed fails the gate even when the others are fine
+    crashed = _gate_runs(27.2, 27.2, 27.2)
+    crashed["runs"][1].update(status="failed", error="RuntimeError: boom")
+    findings, failed = _gate(crashed, baseline)
+    assert failed and any(f.verdict == "missing" and "1 of 3 runs" in f.tolerance for f in findings)

@@ -1,0 +1,153 @@
+"""The benchmark's command line: argparse and main.
+
+Entry point: :func:`main` (``scripts/benchmark.py``; ``python scripts/benchmark.py --help``). For every
+method and GPU count (and repeat) it trains in a fresh process through :mod:`ns_splat_plus.bench.probe`
+(nerfstudio's real ``ns-train`` main with a recording trainer subclass; ``torchrun`` for several GPUs),
+evaluates the result with nerfstudio's ``ns-eval`` main in another fresh process, and writes
+
+    OUT/results.json        every run, the per-method summary over repeats, the settings, the environment, the command
+    OUT/results.md          Markdown tables (+ comparison against the reference method)
+    OUT/readme_section.md   the README "Results" section (table, one plot, date, GPU, versions, command)
+    OUT/plots/*.png         held-out PSNR vs wall time, step time, memory, speedup vs GPU count
+    OUT/logs/*.log          the full output of every child process
+    OUT/runs/<tag>/         the nerfstudio run directories
+
+How things are measured (identically for every method):
+
+* step time: the time of one whole training iteration (from nerfstudio's first before-iteration
+  callback to its last after-iteration callback, so densification is in and evaluation, logging
+  and checkpoints are out), taken as the interval between consecutive iteration starts on the GPU
+  timeline (CUDA events, no synchronisation in the loop; host clock on CPU). The median skips the
+  first ``--skip-steps`` iterations (kernel compilation, caches, warm-up).
+* GPU busy time (``--gpu-busy-steps N``): torch.profiler, CUDA activity only, over N steps: the summed
+  device time of kernels, memcpy and memset per step; ``wall_over_busy`` = median step / busy time.
+* wall time: ``train`` = nerfstudio's ``Trainer.train`` (the training loop incl. the final
+  checkpoint), ``process`` = the whole training process incl. start-up.
+* memory: ``torch.cuda.max_memory_allocated`` around every iteration (reset before, read after),
+  max over iterations (train peak); over the whole ns-eval process, model loading included (eval peak).
+* quality: nerfstudio's ``ns-eval`` on the held-out split; LPIPS is null when its weights are not
+  available offline (never 0).
+* Gaussians: the model's count at the end; densification: summed refine events of the run's
+  ``densification.jsonl`` (splat-plus writes it; methods without one get null).
+* repeats (``--repeats N``): interleaved A1 B1 A2 B2 ...; mean and sample sd per method, difference of
+  means to the reference method with its standard error. ``--concurrent-quality``: repeats 2..N of the
+  1-GPU runs train at the same time on one GPU (their timing is discarded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Dict, Iterable, Optional, Sequence
+
+from ns_splat_plus.bench.report import markdown_table, write_outputs
+from ns_splat_plus.bench.runner import run_benchmark
+from ns_splat_plus.bench.settings import DEFAULT_METHODS, FOX_SCENE_ARGS, BenchmarkSettings, log
+
+
+def _parse_method_args(items: Iterable[str]) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"--method-args {item!r}: expected METHOD=ARGS")
+        method, args = item.split("=", 1)
+        out[method.strip()] = (out.get(method.strip(), "") + " " + args).strip()
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="benchmark.py",
+        description="Train and evaluate nerfstudio methods side by side; write JSON, Markdown and plots.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), help="nerfstudio method names")
+    parser.add_argument("--gpus", type=int, nargs="+", default=[1], help="GPU counts to run (W>1: multi-GPU mode)")
+    parser.add_argument("--steps", type=int, default=3000, help="training steps of every run")
+    parser.add_argument("--skip-steps", type=int, default=100, help="first steps left out of the step-time median")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs per method and GPU count, interleaved (A1 B1 A2 B2 ...); mean ± sd in the summary")  # fmt: skip
+    parser.add_argument("--concurrent-quality", action="store_true",
+                        help="repeats 2..N of the 1-GPU runs train at the same time on one GPU (quality only: "
+                        "their timing is discarded); repeat 1 of every method is timed alone")  # fmt: skip
+    parser.add_argument("--gpu-busy-steps", type=int, default=0,
+                        help="profile N training steps with torch.profiler (CUDA only): GPU busy time per step "
+                        "and wall/busy (0: off; null on CPU)")  # fmt: skip
+    parser.add_argument("--gpu-busy-start", type=int, default=None,
+                        help="first profiled step (default: the window centred on the steps after --skip-steps)")  # fmt: skip
+    parser.add_argument("--scene-args", default=FOX_SCENE_ARGS,
+                        help="--data and dataparser arguments, passed through to ns-train (last)")  # fmt: skip
+    parser.add_argument("--scene-name", default=None, help="name in the report (default: the --data folder)")
+    parser.add_argument("--train-args", default="", help="extra ns-train method arguments for every method")
+    parser.add_argument("--method-args", action="append", default=[], metavar="METHOD=ARGS",
+                        help="extra ns-train arguments for one method (repeatable)")  # fmt: skip
+    parser.add_argument("--multi-gpu-args", default="", help="extra ns-train arguments for W>1 runs ({W} = GPUs)")
+    parser.add_argument("--device-type", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--launcher", choices=["torchrun", "spawn"], default="torchrun",
+                        help="W>1: torchrun --nproc-per-node W, or ns-train's --machine.num-devices W")  # fmt: skip
+    parser.add_argument("--eval-every", type=int, default=0,
+                        help="also evaluate all images every N steps inside training (0: only ns-eval after)")  # fmt: skip
+    parser.add_argument("--no-eval", action="store_true", help="skip ns-eval")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds before a child process is stopped")
+    parser.add_argument("--no-prebuild", action="store_true",
+                        help="do not build gsplat's CUDA extension before the runs (CUDA only)")  # fmt: skip
+    parser.add_argument("--no-lpips-standin", action="store_true",
+                        help="do not give methods that download AlexNet at construction (splatfacto) stand-in weights offline")
+    parser.add_argument("--force-multi-gpu", action="store_true", help="also try methods not known to run on W>1")
+    parser.add_argument("--reference", default=None, help="method the others are compared with")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/latest"), help="output folder")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="only re-render Markdown, plots and the README section from this results.json")  # fmt: skip
+    parser.add_argument("--readme-relative-to", type=Path, default=Path("."),
+                        help="folder the README section's plot link is relative to (the README's)")  # fmt: skip
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
+    if args.steps < 1:
+        raise SystemExit("--steps must be at least 1")
+    if args.repeats < 1:
+        raise SystemExit("--repeats must be at least 1")
+    return BenchmarkSettings(
+        methods=args.methods,
+        gpus=args.gpus,
+        steps=args.steps,
+        skip_steps=args.skip_steps,
+        scene_args=args.scene_args,
+        scene_name=args.scene_name,
+        train_args=args.train_args,
+        method_args=_parse_method_args(args.method_args),
+        multi_gpu_args=args.multi_gpu_args,
+        device_type=args.device_type,
+        launcher=args.launcher,
+        eval_every=args.eval_every,
+        run_eval=not args.no_eval,
+        timeout_s=args.timeout,
+        force_multi_gpu=args.force_multi_gpu,
+        prebuild_gsplat=not args.no_prebuild,
+        reference=args.reference,
+        lpips_standin=not args.no_lpips_standin,
+        repeats=args.repeats,
+        concurrent_quality=args.concurrent_quality,
+        gpu_busy_steps=args.gpu_busy_steps,
+        gpu_busy_start=args.gpu_busy_start,
+    )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    if args.from_json is not None:
+        results = json.loads(args.from_json.read_text(encoding="utf8"))
+        write_outputs(results, args.out, readme_plot_base=args.readme_relative_to)
+        return 0
+    settings = settings_from_args(args)
+    command = "python scripts/benchmark.py " + shlex.join(argv)
+    results = run_benchmark(settings, args.out, command=command, readme_plot_base=args.readme_relative_to)
+    ok = [r for r in results["runs"] if r["status"] == "ok"]
+    log(f"done: {len(ok)} of {len(results['runs'])} runs ok")
+    print(markdown_table(results), flush=True)
+    return 0 if ok else 3  # failed runs are reported in the table; exit non-zero only when none worked

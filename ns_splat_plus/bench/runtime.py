@@ -1,0 +1,11 @@
+"""The splat-plus runtime names that bench/ (and its tests) use: the one place they are imported from.
+
+Entry point: none; import names from here (lazily, inside functions: importing this module imports
+splat-plus's training stack). When runtime modules move, only this file changes.
+"""
+
+from ns_splat_plus.evaluation import memory_tracker  # noqa: F401
+from ns_splat_plus.method import splat_plus  # noqa: F401  (tests only)
+from ns_splat_plus.training import optimizers as gradient_averaging  # noqa: F401  calls average_gradients by its global name
+from ns_splat_plus.training.trainer import SplatPlusTrainer  # noqa: F401  (tests only)
+from ns_splat_plus.upstream import alexnet_weights_path  # noqa: F401
