@@ -24,7 +24,6 @@ from typing import Any, Optional
 import torch
 
 from nerfstudio.utils import writer
-from nerfstudio.utils.decorators import check_main_thread
 from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.writer import EventName, TimeWriter
 
@@ -81,9 +80,9 @@ def steps_to_run(start_step: int, max_num_iterations: int) -> range:
     return range(start_step, max(start_step, max_num_iterations))
 
 
-@check_main_thread
 def train_loop(trainer: Any) -> None:
-    """Train ``trainer`` (a set-up SplatPlusTrainer) from ``trainer._start_step``."""
+    """Train ``trainer`` (a set-up SplatPlusTrainer) from ``trainer._start_step``; every rank runs it
+    (nerfstudio's ``check_main_thread`` must not wrap it: ranks > 0 would skip their steps)."""
     assert trainer.pipeline.datamanager.train_dataset is not None, "Missing DatsetInputs"
     if hasattr(trainer.pipeline.datamanager, "train_dataparser_outputs"):
         trainer.pipeline.datamanager.train_dataparser_outputs.save_dataparser_transform(
