@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch

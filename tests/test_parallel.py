@@ -16,7 +16,6 @@ import pytest
 import torch
 
 from ns_splat_plus import parallel
-from ns_splat_plus.parallel import launch
 from ns_splat_plus.parallel.devices import DeviceResolutionError
 from ns_splat_plus.synthetic import SceneSpec, make_scene
 
@@ -382,7 +381,7 @@ def test_two_gpus_train_identical_replicas(tmp_path, launcher):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]
     assert expected in output
-    run = tmp_path / "out" / "dp" / method / "run"
+    run = tmp_path / "out" / "dp" / "splat-plus" / "run"
     ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0]["device"] == "cuda:0" and ranks[1]["device"] == "cuda:1"
     assert ranks[0]["initial_checksum"] == ranks[1]["initial_checksum"]

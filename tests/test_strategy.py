@@ -247,14 +247,17 @@ def test_mcmc_recipe_is_upstreams_with_its_regularisers(scene, tmp_path):
     strat = model.strategy
     assert (strat.cap_max, strat.noise_lr, strat.min_opacity, strat.refine_stop_iter) == (1_000_000, 5e5, 0.005, 25000)
     camera, batch = trainer.pipeline.datamanager.next_train(0)
-    outputs = model(camera)
-    losses = model.get_loss_dict(outputs, batch)
+    model.eval()  # a forward pass outside training: no strategy hooks
+    with torch.no_grad():
+        outputs = model(camera)
+        losses = model.get_loss_dict(outputs, batch)
     opacity_mean = float(torch.sigmoid(model.gauss_params["opacities"]).mean())
     scale_mean = float(torch.exp(model.gauss_params["scales"]).mean())
     assert float(losses["mcmc_opacity_reg"]) == pytest.approx(0.01 * opacity_mean, rel=1e-5)
     assert float(losses["mcmc_scale_reg"]) == pytest.approx(0.01 * scale_mean, rel=1e-5)
     model.config.strategy = "default"  # the regularisers belong to the MCMC recipe only
-    assert "mcmc_opacity_reg" not in model.get_loss_dict(outputs, batch)
+    with torch.no_grad():
+        assert "mcmc_opacity_reg" not in model.get_loss_dict(outputs, batch)
 
 
 def test_relocation_formula_matches_the_paper_loop():

@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -121,8 +121,9 @@ def lpips_standin_home(out_dir: Path) -> Optional[Path]:
 
 
 def uses_lpips_standin(settings: BenchmarkSettings, method: str) -> bool:
-    # splat-plus builds LPIPS only from real local weights (compat.build_lpips); others need the stand-in
-    return settings.lpips_standin and not method.startswith("splat-plus")
+    # every method gets them, so that evaluation computes LPIPS (its memory is measured with LPIPS on);
+    # splatfacto could not even be constructed offline without them
+    return settings.lpips_standin
 
 
 def probe_options(settings: BenchmarkSettings) -> ProbeOptions:
@@ -133,12 +134,14 @@ def probe_options(settings: BenchmarkSettings) -> ProbeOptions:
 
 
 def child_env(
-    settings: BenchmarkSettings, num_gpus: int, probe_out: Path, standin_home: Optional[Path] = None
+    settings: BenchmarkSettings, num_gpus: int, probe_out: Path, standin_home: Optional[Path] = None,
+    method: str = "",
 ) -> Dict[str, str]:
     env = dict(os.environ)
     if standin_home is not None:
         env["TORCH_HOME"] = str(standin_home)
-        # the same baseline methods' checkpoints hold numpy scalars that torch >= 2.6 refuses to load
+    if standin_home is not None and not method.startswith("splat-plus"):
+        # the baseline methods' checkpoints hold numpy scalars that torch >= 2.6 refuses to load
         # by default (nerfstudio #3683); splat-plus's own checkpoints never need this
         env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
     for name in OPTION_ENVS:  # the benchmark's settings decide, not what this shell happens to export

@@ -139,7 +139,10 @@ class RunJob:
         self.run_dir.mkdir(parents=True)
         self.standin = children.lpips_standin_home(self.out_dir) if children.uses_lpips_standin(settings, method) else None
         if self.standin is not None:
-            record["lpips_note"] = "AlexNet weights not available offline: trained with stand-in weights, LPIPS not reported"
+            record["lpips_note"] = (
+                "AlexNet weights not available offline: stand-in weights, so evaluation computes LPIPS "
+                "(its memory counts) but the value is not reported"
+            )
         return True
 
     def train(self, sharing: int = 0) -> bool:
@@ -151,7 +154,7 @@ class RunJob:
         unit = "GPU(s)" if settings.device_type == "cuda" else "CPU process(es)"
         log_path = self.out_dir / "logs" / f"{tag}.train.log"
         log(f"{tag}: training {settings.steps} steps on {self.plan.num_gpus} {unit} (log: {log_path})")
-        env = children.child_env(settings, self.plan.num_gpus, probe_path, self.standin)
+        env = children.child_env(settings, self.plan.num_gpus, probe_path, self.standin, method=self.plan.method)
         child = children.run_child(command, log_path, env, settings.timeout_s, tag)
         record["process_wall_s"] = child.wall_s
         record["train_log"] = str(child.log_path)
@@ -188,7 +191,7 @@ class RunJob:
         eval_probe = self.base_dir / "benchmark_probe_eval.json"
         child = children.run_child(
             eval_command(self.config_path, eval_json), self.out_dir / "logs" / f"{tag}.eval.log",
-            children.child_env(settings, 1, eval_probe, self.standin), settings.timeout_s, tag,
+            children.child_env(settings, 1, eval_probe, self.standin, method=self.plan.method), settings.timeout_s, tag,
         )  # fmt: skip
         record["eval_log"] = str(child.log_path)
         if child.timed_out or child.returncode != 0 or not eval_json.is_file():

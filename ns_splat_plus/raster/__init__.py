@@ -64,50 +64,20 @@ def rasterize(
         _require_cuda(means)
         return _gsplat_strips(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
                               near_plane, far_plane, render_mode, rasterize_mode, rows)
+    common = dict(
+        means=means, quats=quats, scales=scales, opacities=opacities, colors=colors, viewmats=viewmats, Ks=Ks,
+        width=width, height=height, sh_degree=sh_degree, near_plane=near_plane, far_plane=far_plane,
+        render_mode=render_mode, absgrad=absgrad, rasterize_mode=rasterize_mode,
+    )
     if backend == "gsplat":
         _require_cuda(means)
         from gsplat.rendering import rasterization
 
-        return rasterization(
-            means=means,
-            quats=quats,
-            scales=scales,
-            opacities=opacities,
-            colors=colors,
-            viewmats=viewmats,
-            Ks=Ks,
-            width=width,
-            height=height,
-            packed=False,
-            near_plane=near_plane,
-            far_plane=far_plane,
-            render_mode=render_mode,
-            sh_degree=sh_degree,
-            sparse_grad=False,
-            absgrad=absgrad,
-            rasterize_mode=rasterize_mode,
-        )
+        return rasterization(**common, packed=False, sparse_grad=False)
     if backend == "reference":
         from ns_splat_plus.raster.reference import reference_rasterization
 
-        return reference_rasterization(
-            means=means,
-            quats=quats,
-            scales=scales,
-            opacities=opacities,
-            colors=colors,
-            viewmats=viewmats,
-            Ks=Ks,
-            width=width,
-            height=height,
-            sh_degree=sh_degree,
-            near_plane=near_plane,
-            far_plane=far_plane,
-            render_mode=render_mode,
-            absgrad=absgrad,
-            rasterize_mode=rasterize_mode,
-            rows=rows,
-        )
+        return reference_rasterization(**common, rows=rows)
     raise ValueError(f"unknown rasterization backend {backend!r} (expected auto, gsplat or reference)")
 
 

@@ -28,6 +28,15 @@ from ns_splat_plus.strategy.stats import StepGradients, write_step_stats
 class TrainingHealthError(SplatPlusError):
     """Training cannot lead anywhere useful (zero or non-finite gradients); the message says why."""
 
+    @classmethod
+    def shown(cls, message: str) -> "TrainingHealthError":
+        """The error, after printing its message in red on rank 0's console (the run's log)."""
+        if collectives.get_rank() == 0:
+            from nerfstudio.utils.rich_utils import CONSOLE
+
+            CONSOLE.print(f"[red]{message}[/red]")
+        return cls(message)
+
 def _step_seed(run_seed: int, step: int) -> int:
     return (int(run_seed) * 1_000_003 + int(step) * 7_919 + 0x5EED) % (2**63 - 1)
 

@@ -154,6 +154,31 @@ def rng_states() -> Dict[str, Any]:
     return states
 
 
+def portable(value: Any) -> Any:
+    """``value`` with tensors as (dtype, shape, bytes) tuples: what torch.distributed's object
+    collectives can pickle on every torch version (they fail on tensors in torch 2.15)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        return ("__tensor__", str(t.dtype).removeprefix("torch."), tuple(t.shape), t.numpy().tobytes())
+    if isinstance(value, dict):
+        return {k: portable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(portable(v) for v in value)
+    return value
+
+
+def from_portable(value: Any) -> Any:
+    """The inverse of :func:`portable`."""
+    if isinstance(value, tuple) and len(value) == 4 and value[0] == "__tensor__":
+        dtype = getattr(torch, value[1])
+        return torch.frombuffer(bytearray(value[3]), dtype=dtype).reshape(value[2]).clone()
+    if isinstance(value, dict):
+        return {k: from_portable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(from_portable(v) for v in value)
+    return value
+
+
 def restore_rng_states(states: Dict[str, Any]) -> None:
     if "python" in states:
         version, internal, gauss = states["python"]

@@ -14,9 +14,7 @@ import torch
 from torch import Tensor
 
 from nerfstudio.engine.optimizers import Optimizers
-from nerfstudio.utils.rich_utils import CONSOLE
 
-from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.gradients import average_gradients
 from ns_splat_plus.strategy.monitor import TrainingHealthError
 
@@ -133,7 +131,5 @@ class CheckedOptimizers(Optimizers):
             "\n  - a learning rate too high for this scene (--optimizers.<group>.optimizer.lr)"
             "\n  - an input image or mask with NaN/Inf pixels, or a degenerate camera (zero focal length, NaN pose)"
         )
-        if collectives.get_rank() == 0:
-            CONSOLE.print(f"[red]{message}[/red]")
-        raise TrainingHealthError(message)
+        raise TrainingHealthError.shown(message)
 

@@ -129,7 +129,8 @@ class SplatPlusTrainer(Trainer):
 
     def checkpoint_state(self, step: int) -> dict:
         """Everything a checkpoint holds (incl. strategy state, camera order, RNG), loadable with weights_only=True."""
-        return checkpoint.checkpoint_state(self, step, rng_per_rank=collectives.all_gather_object(checkpoint.rng_states()))
+        gathered = collectives.all_gather_object(checkpoint.portable(checkpoint.rng_states()))
+        return checkpoint.checkpoint_state(self, step, rng_per_rank=[checkpoint.from_portable(g) for g in gathered])
 
     def save_checkpoint(self, step: int) -> None:
         """Every rank calls this at the same steps (their RNG states are gathered); rank 0 writes."""

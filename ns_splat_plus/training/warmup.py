@@ -84,9 +84,7 @@ def _check_step(trainer: Any, step: int, loss: Any, device: torch.device) -> Non
         "an input image or mask with NaN/Inf pixels, a degenerate camera (zero focal length, NaN pose), "
         "a learning rate far too high, or NaN in the initial points."
     )
-    if collectives.get_rank() == 0:
-        CONSOLE.print(f"[red]{message}[/red]")
-    raise TrainingHealthError(message)
+    raise TrainingHealthError.shown(message)
 
 
 def _zero_gradient_error(steps: int) -> TrainingHealthError:
@@ -97,9 +95,7 @@ def _zero_gradient_error(steps: int) -> TrainingHealthError:
         "camera views (check camera poses, scene scale, near plane)\n  - every Gaussian is transparent (opacities ~0)"
         "\nSet --warmup-steps 0 to skip this check."
     )
-    if collectives.get_rank() == 0:
-        CONSOLE.print(f"[red]{message}[/red]")
-    return TrainingHealthError(message)
+    return TrainingHealthError.shown(message)
 
 
 def run_warmup(trainer: Any, steps: Optional[int] = None) -> Optional[WarmupResult]:
