@@ -4,8 +4,10 @@ Entry point: none; import names from here (lazily, inside functions: importing t
 splat-plus's training stack). When runtime modules move, only this file changes.
 """
 
+# method first: it imports nerfstudio's configs before nerfstudio.utils.writer, whose own import of
+# base_config is circular when the writer comes first (nerfstudio 1.1.5)
+from ns_splat_plus.method import splat_plus  # noqa: F401  (tests only)  # isort: skip
 from ns_splat_plus.evaluation import memory_tracker  # noqa: F401
-from ns_splat_plus.method import splat_plus  # noqa: F401  (tests only)
 from ns_splat_plus.training import optimizers as gradient_averaging  # noqa: F401  calls average_gradients by its global name
 from ns_splat_plus.training.trainer import SplatPlusTrainer  # noqa: F401  (tests only)
 from ns_splat_plus.upstream import alexnet_weights_path  # noqa: F401
