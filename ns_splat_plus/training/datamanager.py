@@ -74,6 +74,8 @@ class SplatPlusDataManager(FullImageDatamanager):
 
     def _train_batch(self, step: int, image_idx: int) -> Dict:
         """This step's data dict, its image on the device; starts the copy of the next step's."""
+        self._step_image_size = self._train_image_sizes[image_idx]  # named by an out-of-memory message
+        self._step_image_count = 1
         data = self._prefetcher.get(image_idx)
         self._prefetcher.prefetch(self._upcoming_images(step))
         return data
