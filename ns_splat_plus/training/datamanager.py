@@ -72,6 +72,12 @@ class SplatPlusDataManager(FullImageDatamanager):
 
         return image_loading.load_train_images(self)
 
+    @property
+    def image_plan(self):
+        """Where the train images live (:class:`~.image_memory.ImageMemoryPlan`); loads them first."""
+        self.cached_train  # noqa: B018
+        return self._image_plan
+
     def _train_batch(self, step: int, image_idx: int) -> Dict:
         """This step's data dict, its image on the device; starts the copy of the next step's."""
         self._step_image_size = self._train_image_sizes[image_idx]  # named by an out-of-memory message
