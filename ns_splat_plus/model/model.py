@@ -73,6 +73,10 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     mcmc_scale_reg: float = 0.01
     """MCMC strategy: weight of the mean-scale regulariser (0.01 in gsplat's and nerfstudio's MCMC recipes).
     MCMC relocates Gaussians at or below --pipeline.model.cull-alpha-thresh, as upstream does."""
+    empty_cache_after_refine: bool = True
+    """torch.cuda.empty_cache() after each refine (splatfacto's habit). Skipped anyway when
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is set, the alternative that avoids fragmentation
+    without returning memory to the driver."""
     eval_max_pixels: Optional[int] = None
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
     many pixels (same pixels, less memory). None: the largest training render of this process, so that

@@ -53,6 +53,7 @@ class StrategyOptions:
     warn_no_densify_after: int
     rng_seed: int
     callbacks: Tuple[str, ...] = ()
+    empty_cache_after_refine: bool = True
 
     @classmethod
     def from_model_config(cls, config, num_train_data: int, world_size: int) -> "StrategyOptions":
@@ -84,6 +85,7 @@ class StrategyOptions:
             warn_no_densify_after=config.warn_no_densify_after,
             rng_seed=resolve_seed(config.init_seed),
             callbacks=tuple(config.densify_callbacks),
+            empty_cache_after_refine=getattr(config, "empty_cache_after_refine", True),
         )
 
 
@@ -101,6 +103,7 @@ def build_strategy(options: StrategyOptions) -> InstrumentedStrategy:
         zero_grad_patience=options.zero_grad_patience,
         warn_no_densify_after=options.warn_no_densify_after,
         rng_seed=options.rng_seed,
+        empty_cache_after_refine=options.empty_cache_after_refine,
         log=DensificationLog(callback_paths=list(options.callbacks)),
         refine_start_iter=options.refine_start_iter,
         refine_stop_iter=options.refine_stop_iter,

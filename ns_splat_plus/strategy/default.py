@@ -17,7 +17,7 @@ from gsplat.strategy import ops as gsplat_ops
 
 from ns_splat_plus import upstream
 from ns_splat_plus.parallel import collectives
-from ns_splat_plus.strategy.monitor import GradientMonitor, seeded_rng
+from ns_splat_plus.strategy.monitor import GradientMonitor, maybe_empty_cache, seeded_rng
 from ns_splat_plus.strategy.stats import dense_norms, grad2d_statistics
 
 @dataclass
@@ -114,8 +114,7 @@ class InstrumentedDefaultStrategy(GradientMonitor, DefaultStrategy):
         state["count"].zero_()
         if self.refine_scale2d_stop_iter > 0:
             state["radii"].zero_()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        maybe_empty_cache(device, self.empty_cache_after_refine)
         if self.instrumentation:
             self.log.emit(
                 {

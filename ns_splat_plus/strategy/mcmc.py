@@ -18,7 +18,7 @@ from gsplat.strategy import ops as gsplat_ops
 from ns_splat_plus import upstream
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.strategy.mcmc_torch import inject_noise_torch, relocate_torch, sample_add_torch
-from ns_splat_plus.strategy.monitor import GradientMonitor, seeded_rng
+from ns_splat_plus.strategy.monitor import GradientMonitor, maybe_empty_cache, seeded_rng
 from ns_splat_plus.strategy.stats import dense_norms, grad2d_statistics, opacity_statistics
 
 @dataclass
@@ -77,8 +77,7 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
             opa_stats = opacity_statistics(params["opacities"], self.min_opacity)
         n_relocated = self._relocate(params, optimizers, binoms)
         n_added = self._add(params, optimizers, binoms)
-        if params["means"].is_cuda:
-            torch.cuda.empty_cache()
+        maybe_empty_cache(params["means"].device, self.empty_cache_after_refine)
         if self.instrumentation:
             n_after = len(params["means"])
             mon.acc_grad2d = torch.zeros(n_after, device=params["means"].device)

@@ -85,6 +85,25 @@ class _MonitorState:
     acc_count: Optional[Tensor] = None
 
 
+EXPANDABLE_SEGMENTS = "expandable_segments:true"
+
+
+def maybe_empty_cache(device: torch.device, switch: bool) -> bool:
+    """Return cached blocks to the driver after a refine (the Gaussian count just changed, so the
+    old-sized blocks are unlikely to be reused) unless ``switch`` is off or the allocator runs with
+    ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, which grows and shrinks segments in place
+    and makes the (synchronising, slow) empty_cache unnecessary. True when it emptied the cache."""
+    import os
+
+    if device.type != "cuda" or not switch:
+        return False
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower()
+    if EXPANDABLE_SEGMENTS in conf.split(","):
+        return False
+    torch.cuda.empty_cache()
+    return True
+
+
 @dataclass
 class GradientMonitor:
     """Fields and per-step hooks shared by both instrumented strategies (a dataclass mixin)."""
@@ -95,6 +114,8 @@ class GradientMonitor:
     zero_grad_patience: int = 100
     warn_no_densify_after: int = 3
     rng_seed: int = 0
+    empty_cache_after_refine: bool = True
+    """torch.cuda.empty_cache() after each refine (see :func:`maybe_empty_cache`)."""
     log: DensificationLog = field(default_factory=DensificationLog, repr=False, compare=False)
     _mon: _MonitorState = field(default_factory=_MonitorState, init=False, repr=False, compare=False)
 

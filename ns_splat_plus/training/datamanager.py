@@ -1,10 +1,16 @@
-"""SplatPlusDataManager: nerfstudio's FullImageDatamanager (cached full images)."""
+"""SplatPlusDataManager: nerfstudio's FullImageDatamanager, with train images in host memory or streamed.
+
+Camera selection is here (:meth:`SplatPlusDataManager.next_train`); where the images live and how
+they reach the device is :mod:`.image_memory` / :mod:`.image_store` (``cached_train`` is a store:
+host memory or streaming, chosen at start-up, and ``_train_batch`` moves one image per step,
+prefetched one step ahead).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Dict, List, Tuple, Type
+from typing import Dict, List, Literal, Optional, Tuple, Type
 
 import torch
 
@@ -18,6 +24,15 @@ from ns_splat_plus.parallel import camera_for_step, collectives
 @dataclass
 class SplatPlusDataManagerConfig(FullImageDatamanagerConfig):
     _target: Type = field(default_factory=lambda: SplatPlusDataManager)
+    image_memory: Literal["auto", "host", "stream"] = "auto"
+    """Where train images live. auto: host memory (uint8, pinned on CUDA when they fit) if they take at most
+    80 % of the available host memory, else stream; host: decode all at start-up; stream: decode from disk
+    during training with --pipeline.datamanager.stream-workers threads. Never on the GPU (cache-images is
+    ignored for train images)."""
+    stream_workers: int = 4
+    """Streaming: decoding threads."""
+    stream_buffer: int = 16
+    """Streaming: decoded images kept at most (the next steps' images are decoded ahead)."""
 
 
 class SplatPlusDataManager(FullImageDatamanager):
@@ -39,8 +54,7 @@ class SplatPlusDataManager(FullImageDatamanager):
         image_idx = camera_for_step(
             step, collectives.get_rank(), world_size, len(self.train_dataset), self.config.train_cameras_sampling_seed
         )
-        data = self.cached_train[image_idx].copy()  # cached_train also sets self.train_cameras
-        data["image"] = data["image"].to(self.device)
+        data = self._train_batch(step, image_idx)  # cached_train also sets self.train_cameras
         camera = self.train_cameras[image_idx : image_idx + 1].to(self.device)
         if camera.metadata is None:
             camera.metadata = {}
@@ -48,11 +62,47 @@ class SplatPlusDataManager(FullImageDatamanager):
         camera.metadata[HOST_IMAGE_SIZE] = self._train_image_sizes[image_idx]
         return camera, data
 
+    # --- where train images live (image_memory.py / image_store.py) --------------------------------
+
+    @cached_property
+    def cached_train(self):
+        """The train images: a :class:`HostImageStore` or :class:`StreamingImageStore` (indexable like
+        upstream's list), chosen by :func:`choose_image_memory`; sets ``train_cameras`` (device)."""
+        from ns_splat_plus.training import image_loading
+
+        return image_loading.load_train_images(self)
+
+    @property
+    def image_plan(self):
+        """Where the train images live (:class:`~.image_memory.ImageMemoryPlan`); loads them first."""
+        self.cached_train  # noqa: B018
+        return self._image_plan
+
+    def _train_batch(self, step: int, image_idx: int) -> Dict:
+        """This step's data dict, its image on the device; starts the copy of the next step's."""
+        self._step_image_size = self._train_image_sizes[image_idx]  # named by an out-of-memory message
+        self._step_image_count = 1
+        data = self._prefetcher.get(image_idx)
+        self._prefetcher.prefetch(self._upcoming_images(step))
+        return data
+
+    def _upcoming_images(self, step: int) -> List[int]:
+        """The images of the next steps (the next one first), as many as the stream buffer can hold."""
+        ahead = max(1, self.config.stream_buffer - 1) if self._image_plan.mode == "stream" else 1
+        world_size, rank = collectives.get_world_size(), collectives.get_rank()
+        n, seed = len(self.train_dataset), self.config.train_cameras_sampling_seed
+        return [camera_for_step(step + k, rank, world_size, n, seed) for k in range(1, ahead + 1)]
+
+    def get_train_rays_per_batch(self) -> int:
+        # upstream reads cached_train[0], a decode per call when streaming
+        h, w = self._train_image_sizes[0]
+        return int(h * w)
+
     @cached_property
     def _train_image_sizes(self) -> List[Tuple[int, int]]:
         """(height, width) per training camera, read once from the dataset's host cameras (after
         ``cached_train``, whose undistortion may change them; ``train_cameras`` is on the GPU)."""
-        self.cached_train  # noqa: B018 (loads and undistorts the images first)
+        self.cached_train  # noqa: B018 (undistortion may change the cameras first)
         cameras = self.train_dataset.cameras
         return list(zip(cameras.height.reshape(-1).tolist(), cameras.width.reshape(-1).tolist()))
 

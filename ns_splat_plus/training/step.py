@@ -5,7 +5,9 @@ step profiler, so that all three run exactly the same work: the before-iteration
 trainer's ``train_iteration`` (:func:`optimize`: this rank's camera, render, loss, backward,
 gradients averaged across ranks, the finiteness gate, one optimizer update) and the after-iteration callbacks
 (densification, replica checks). The caller holds ``trainer.train_lock`` (the viewer renders
-between steps, never inside one).
+between steps, never inside one). A device out-of-memory error anywhere in the step becomes one
+:class:`DeviceOutOfMemoryError` naming the Gaussian count, the image size and what to change
+(:mod:`.oom`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,18 @@ from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
 def run_training_step(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
     """One training step at ``step``; returns nerfstudio's ``(loss, loss_dict, metrics_dict)``."""
+    from ns_splat_plus.training import oom
+
+    failure = None
+    try:
+        return _training_step(trainer, step)
+    except torch.OutOfMemoryError as err:
+        failure = str(err).splitlines()[0] if str(err) else "out of memory"
+    # outside the except block: the traceback (and the step's tensors its frames hold) is gone
+    raise oom.out_of_memory_error(trainer, step, failure)
+
+
+def _training_step(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
     trainer.step = step
     trainer.pipeline.train()
     for callback in trainer.callbacks:

@@ -22,7 +22,7 @@ from ns_splat_plus import strategy, upstream, viewer
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import DataParallelConfig, RankMonitor, SplatPlusMachineConfig, collectives
 from ns_splat_plus.parallel.launch import prepare_launch, setup_process
-from ns_splat_plus.training import checkpoint, inputs, resume, run_dir, warmup
+from ns_splat_plus.training import checkpoint, image_loading, inputs, resume, run_dir, warmup
 from ns_splat_plus.training.loop import train_loop
 from ns_splat_plus.training.optimizers import CheckedOptimizers
 from ns_splat_plus.training.step import optimize
@@ -121,6 +121,7 @@ class SplatPlusTrainer(Trainer):
         return optimize(self, step)
 
     def train(self) -> None:
+        image_loading.report_startup(self)  # process start to here: parsing, images, model, writers
         warmup.run_warmup(self)  # state-neutral: also when resuming
         train_loop(self)
         self.optimizers.resolve_pending()  # the last steps' finiteness checks (read in batches on the GPU)

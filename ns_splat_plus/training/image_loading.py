@@ -1,0 +1,101 @@
+"""Start-up of the train images: the memory plan, the store, the cameras, and the start-up report.
+
+Entry points: :func:`load_train_images` (backs ``SplatPlusDataManager.cached_train``: chooses host
+memory or streaming from the cameras' sizes and the available host memory, prints one line, builds
+the store and the device prefetcher, writes the undistorted intrinsics into the dataset's cameras
+as nerfstudio's ``_load_images`` does) and :func:`report_startup` (seconds from process start to the
+first training step: one console line and a writer scalar).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from typing import Optional
+
+import torch
+
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from ns_splat_plus.training import image_memory
+from ns_splat_plus.training.image_store import DevicePrefetcher, StreamingImageStore, load_host_images
+
+STARTUP_SCALAR = "Start-up time to first step (s)"
+
+
+def _cuda_in_use(device) -> bool:
+    return torch.device(device).type == "cuda" and torch.cuda.is_available()
+
+
+def load_train_images(datamanager):
+    """Choose where the train images live, build that store and the prefetcher (on the datamanager)."""
+    started = time.perf_counter()
+    config = datamanager.config
+    dataset = datamanager.train_dataset
+    # the cameras as the dataparser gave them: undistortion needs the distorted ones, and writes
+    # the undistorted intrinsics into dataset.cameras (what the model and the viewer use)
+    originals = copy.deepcopy(dataset.cameras)
+    sizes = list(zip(originals.height.reshape(-1).tolist(), originals.width.reshape(-1).tolist()))
+    cuda = _cuda_in_use(datamanager.device)
+    plan = image_memory.choose_image_memory(
+        sizes,
+        image_memory.available_host_bytes(),
+        config.image_memory,
+        cuda=cuda,
+        dtype=config.cache_images_type,
+        workers=config.stream_workers,
+        buffered=config.stream_buffer,
+    )
+    if plan.mode == "host":  # start-up decoding: as many threads as nerfstudio's option allows
+        plan = dataclasses.replace(plan, workers=image_memory.default_workers(config.max_thread_workers))
+    CONSOLE.print(plan.describe())
+
+    def decode(idx: int):
+        data, _ = image_memory.decode_train_image(dataset, originals[idx].reshape(()), idx, config.cache_images_type)
+        return data
+
+    if plan.mode == "host":
+
+        def decode_and_record(idx: int):
+            data, K = image_memory.decode_train_image(dataset, originals[idx].reshape(()), idx, config.cache_images_type)
+            if K is not None:  # as _load_images: the intrinsics of the image actually decoded
+                image_memory.set_intrinsics(dataset.cameras, idx, K, data["image"].shape[0], data["image"].shape[1])
+            return data
+
+        store = load_host_images(decode_and_record, len(dataset), plan.workers, pin=plan.pinned)
+    else:
+        image_memory.undistort_cameras_without_decoding(dataset.cameras, originals)
+        store = StreamingImageStore(decode, len(dataset), plan.workers, plan.buffered, pin=cuda)
+    datamanager._image_plan = plan
+    datamanager._prefetcher = DevicePrefetcher(store, datamanager.device)
+    datamanager.train_cameras = dataset.cameras.to(datamanager.device)
+    datamanager._train_images_seconds = time.perf_counter() - started
+    return store
+
+
+def process_age_seconds() -> Optional[float]:
+    """Seconds since this process started (psutil), None if unknown."""
+    try:
+        import psutil
+
+        return time.time() - psutil.Process().create_time()
+    except Exception:  # psutil missing or no permission: the report then counts from the trainer
+        return None
+
+
+def report_startup(trainer) -> float:
+    """Print and write (step ``_start_step``) the seconds from process start to the first step."""
+    from nerfstudio.utils import writer
+
+    datamanager = trainer.pipeline.datamanager
+    if hasattr(type(datamanager), "cached_train"):
+        datamanager.cached_train  # noqa: B018 (lazy upstream: the images are part of the start-up)
+    seconds = process_age_seconds()
+    if seconds is None:
+        seconds = time.perf_counter() - getattr(trainer, "_created_at", time.perf_counter())
+    images = getattr(datamanager, "_train_images_seconds", None)
+    detail = f" (train images: {images:.1f} s)" if images is not None else ""
+    CONSOLE.print(f"Start-up: {seconds:.1f} s from process start to the first training step{detail}")
+    writer.put_scalar(name=STARTUP_SCALAR, scalar=seconds, step=int(getattr(trainer, "_start_step", 0)))
+    return seconds

@@ -1,0 +1,193 @@
+"""Training images in host memory or streamed from disk, and their per-step move to the device.
+
+Entry points: :func:`load_host_images` (decode every image once, uint8, pinned or not) wrapped in
+:class:`HostImageStore`, :class:`StreamingImageStore` (a thread pool decodes on demand and keeps
+at most ``buffered`` decoded images) and :class:`DevicePrefetcher` (the image of a step on the
+device; the next step's copy is started one step ahead on a side CUDA stream, its completion an
+event the compute stream waits on). Both stores are sequences of nerfstudio's data dicts
+(``store[i]["image"]`` [H, W, 3]), so code that indexes ``cached_train`` keeps working.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+import torch
+from rich.progress import track
+
+Decode = Callable[[int], Dict[str, torch.Tensor]]
+
+
+def _pinned(data: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    out = dict(data)
+    out["image"] = data["image"].pin_memory()
+    if isinstance(data.get("mask"), torch.Tensor):
+        out["mask"] = data["mask"].pin_memory()
+    return out
+
+
+def _contiguous(data: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    # undistortion crops with a view: keep only the crop, not the whole decoded frame behind it
+    out = dict(data)
+    out["image"] = data["image"].contiguous()
+    return out
+
+
+class HostImageStore:
+    """Every training image in host memory (``images[i]`` is a data dict)."""
+
+    def __init__(self, images: List[Dict[str, torch.Tensor]]) -> None:
+        self._images = images
+
+    def __len__(self) -> int:
+        return len(self._images)
+
+    def __getitem__(self, idx: int) -> Dict[str, torch.Tensor]:
+        return self._images[idx]
+
+    def request(self, idx: int) -> None:
+        """Nothing to prepare: every image is already decoded."""
+
+    def ready(self, idx: int) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def load_host_images(decode: Decode, num_images: int, workers: int, pin: bool) -> HostImageStore:
+    """Decode every image with ``workers`` threads (PIL and OpenCV release the GIL) into host memory."""
+
+    def one(idx: int) -> Dict[str, torch.Tensor]:
+        data = _contiguous(decode(idx))
+        return _pinned(data) if pin else data
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="splat-plus-decode") as pool:
+        images = list(
+            track(pool.map(one, range(num_images)), description="Decoding train images", transient=True, total=num_images)
+        )
+    return HostImageStore(images)
+
+
+class StreamingImageStore:
+    """Images decoded from disk on demand by ``workers`` threads; at most ``buffered`` decoded
+    images (finished or in flight) are kept, the least recently requested dropped first."""
+
+    def __init__(self, decode: Decode, num_images: int, workers: int, buffered: int, pin: bool = False) -> None:
+        if buffered < 1:
+            raise ValueError("the streaming buffer must hold at least one image")
+        self._decode = decode
+        self._num_images = num_images
+        self._pin = pin
+        self.buffered = buffered
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="splat-plus-stream")
+        self._futures: "OrderedDict[int, Future]" = OrderedDict()
+        self._lock = threading.Lock()
+        self.decoded = 0  # images decoded so far (tests and diagnostics)
+        self.max_held = 0
+
+    def __len__(self) -> int:
+        return self._num_images
+
+    def _work(self, idx: int) -> Dict[str, torch.Tensor]:
+        data = _contiguous(self._decode(idx))
+        with self._lock:
+            self.decoded += 1
+        return _pinned(data) if self._pin else data
+
+    def _submit(self, idx: int) -> Future:
+        """The future of image ``idx``, submitted if needed, marked most recently used."""
+        if not 0 <= idx < self._num_images:
+            raise IndexError(f"train image {idx} of {self._num_images}")
+        with self._lock:
+            future = self._futures.get(idx)
+            if future is None:
+                future = self._pool.submit(self._work, idx)
+                self._futures[idx] = future
+            self._futures.move_to_end(idx)
+            while len(self._futures) > self.buffered:
+                _, old = self._futures.popitem(last=False)
+                old.cancel()  # not started yet: never decoded; running: its result is dropped
+            self.max_held = max(self.max_held, len(self._futures))
+            return future
+
+    def request(self, idx: int) -> None:
+        """Start decoding ``idx`` in the background (a later ``store[idx]`` finds it ready)."""
+        self._submit(idx)
+
+    def ready(self, idx: int) -> bool:
+        with self._lock:
+            future = self._futures.get(idx)
+        return future is not None and future.done()
+
+    def __getitem__(self, idx: int) -> Dict[str, torch.Tensor]:
+        return self._submit(idx).result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self._futures.clear()
+
+
+class DevicePrefetcher:
+    """The image of a step on ``device``, copied one step ahead.
+
+    :meth:`get` returns image ``idx`` (the prefetched copy when :meth:`prefetch` was called with
+    the same index, else a copy made now); :meth:`prefetch` starts the copy of the next step's
+    image. On CUDA the copy runs on a side stream (``non_blocking`` from pinned memory, so it
+    overlaps the current step's kernels) and the compute stream waits on its event; on the CPU only
+    the store is asked to prepare the image. Only ``image`` moves, as in nerfstudio's ``next_train``.
+    """
+
+    def __init__(self, store, device) -> None:
+        self.store = store
+        self.device = torch.device(device)
+        self._cuda = self.device.type == "cuda"
+        self._stream = torch.cuda.Stream(device=self.device) if self._cuda else None
+        self._pending: Optional[Tuple[int, Dict[str, torch.Tensor], object, Dict[str, torch.Tensor]]] = None
+        self.hits = 0
+        self.misses = 0
+
+    def _copy(self, idx: int):
+        host = self.store[idx]
+        data = dict(host)
+        if not self._cuda:
+            data["image"] = host["image"].to(self.device)
+            return data, None, host
+        with torch.cuda.stream(self._stream):
+            data["image"] = host["image"].to(self.device, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(self._stream)
+        return data, event, host  # host: kept referenced until the copy is consumed
+
+    def get(self, idx: int) -> Dict[str, torch.Tensor]:
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] == idx:
+            _, data, event, _host = pending
+            self.hits += 1
+        else:
+            data, event, _host = self._copy(idx)
+            self.misses += 1
+        if event is not None:
+            compute = torch.cuda.current_stream(self.device)
+            compute.wait_event(event)
+            # allocated on the side stream, used on the compute stream: keep the allocator from
+            # reusing it before the compute stream is done with it
+            data["image"].record_stream(compute)
+        return data
+
+    def prefetch(self, upcoming: Iterable[int]) -> None:
+        """``upcoming``: the image indices of the next steps, the next one first."""
+        upcoming = list(upcoming)
+        for idx in upcoming:
+            self.store.request(idx)  # streaming: decode ahead in the background
+        if not upcoming or not self._cuda:
+            return
+        nxt = upcoming[0]
+        if self._pending is not None and self._pending[0] == nxt:
+            return
+        if self.store.ready(nxt):  # never block this step on the next step's decode
+            self._pending = (nxt, *self._copy(nxt))
