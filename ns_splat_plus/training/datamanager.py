@@ -2,17 +2,53 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Dict, List, Tuple, Type
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple, Type
 
 import torch
 
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
 
+from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.render import HOST_IMAGE_SIZE
 from ns_splat_plus.parallel import camera_for_step, collectives
+
+
+def first_undecodable_photo(dataset) -> Optional[Tuple[Path, Exception]]:
+    """The first photo of ``dataset`` that PIL cannot fully decode, with its error (None: all decode)."""
+    from PIL import Image
+
+    for path in dataset.image_filenames:
+        try:
+            with Image.open(path) as im:
+                im.load()
+        except Exception as exc:  # noqa: BLE001 (OSError "image file is truncated", SyntaxError, zlib errors...)
+            return Path(path), exc
+    return None
+
+
+@contextlib.contextmanager
+def photo_errors(dataset) -> Iterator[None]:
+    """A photo that fails to decode while caching (truncated data behind a valid header, which the
+    preflight's header check cannot see) becomes one UserInputError naming the photo: the error
+    surfaces in a worker thread without the file name, so the photos are re-checked to find it."""
+    try:
+        yield
+    except UserInputError:
+        raise
+    except Exception:
+        bad = first_undecodable_photo(dataset)
+        if bad is None:
+            raise  # not a photo problem
+        path, exc = bad
+        raise UserInputError(
+            f"photo {path} cannot be decoded ({type(exc).__name__}: {exc}): the file is damaged or truncated",
+            "restore the photo, or remove it from the dataset",
+        ) from None
 
 
 @dataclass
@@ -49,6 +85,11 @@ class SplatPlusDataManager(FullImageDatamanager):
         return camera, data
 
     @cached_property
+    def cached_train(self) -> List[Dict[str, torch.Tensor]]:
+        with photo_errors(self.train_dataset):
+            return FullImageDatamanager.cached_train.func(self)
+
+    @cached_property
     def _train_image_sizes(self) -> List[Tuple[int, int]]:
         """(height, width) per training camera, read once from the dataset's host cameras (after
         ``cached_train``, whose undistortion may change them; ``train_cameras`` is on the GPU)."""
@@ -62,4 +103,5 @@ class SplatPlusDataManager(FullImageDatamanager):
         time to the device (upstream keeps them all on the GPU with cache_images="gpu")."""
         from ns_splat_plus.evaluation import load_eval_images_on_host
 
-        return load_eval_images_on_host(self)
+        with photo_errors(self.eval_dataset):
+            return load_eval_images_on_host(self)
