@@ -94,6 +94,40 @@ def resolve_checkpoint_path(
     return None
 
 
+def checked_checkpoint_step(checkpoint_dir: Path, load_step: Optional[int]) -> int:
+    """The step ns-eval / ns-viewer / ns-export should load from a run's ``checkpoint_dir``:
+    ``load_step``, or the newest ``step-<N>.ckpt`` (stray files such as ``.DS_Store`` ignored),
+    after a cheap check that the file is complete. nerfstudio's ``eval_load_checkpoint`` parses
+    every name in the directory (ValueError on a stray file, IndexError when there is none) and
+    reports a truncated file as a PytorchStreamReader error."""
+    import zipfile
+
+    checkpoint_dir = Path(checkpoint_dir)
+    steps = checkpoint_steps(checkpoint_dir) if checkpoint_dir.is_dir() else []
+    if not steps:
+        raise CheckpointError(
+            checkpoint_dir,
+            "the run has no step-<N>.ckpt checkpoint (deleted, or training stopped before it saved one)",
+            "restore the run's nerfstudio_models/ directory, or train again (ns-train saves every --steps-per-save steps and at the end)",
+        )
+    step = steps[-1] if load_step is None else load_step
+    path = checkpoint_dir / f"step-{step:09d}.ckpt"
+    if step not in steps:
+        raise CheckpointError(path, "no such file", f"pick one of the saved steps {steps} with --load-step in config.yml")
+    try:
+        # torch.save writes a zip archive: a truncated file has no end-of-central-directory record
+        zipfile.ZipFile(path).close()
+    except (zipfile.BadZipFile, OSError) as exc:
+        others = [s for s in steps if s != step]
+        raise CheckpointError(
+            path,
+            f"the file is damaged or truncated ({exc}; {path.stat().st_size} bytes)",
+            "restore it from a backup"
+            + (f", or delete it to use the previous checkpoint (saved steps: {others})" if others else ", or train again"),
+        ) from None
+    return step
+
+
 def read_checkpoint(path: Path) -> Dict[str, Any]:
     """``torch.load(path, weights_only=True)`` on the CPU; unreadable or foreign files are a CheckpointError."""
     try:

@@ -8,17 +8,53 @@ prefetched one step ahead).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Dict, List, Literal, Optional, Tuple, Type
+from pathlib import Path
+from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type
 
 import torch
 
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
 
+from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.render import HOST_IMAGE_SIZE
 from ns_splat_plus.parallel import camera_for_step, collectives
+
+
+def first_undecodable_photo(dataset) -> Optional[Tuple[Path, Exception]]:
+    """The first photo of ``dataset`` that PIL cannot fully decode, with its error (None: all decode)."""
+    from PIL import Image
+
+    for path in dataset.image_filenames:
+        try:
+            with Image.open(path) as im:
+                im.load()
+        except Exception as exc:  # noqa: BLE001 (OSError "image file is truncated", SyntaxError, zlib errors...)
+            return Path(path), exc
+    return None
+
+
+@contextlib.contextmanager
+def photo_errors(dataset) -> Iterator[None]:
+    """A photo that fails to decode while caching (truncated data behind a valid header, which the
+    preflight's header check cannot see) becomes one UserInputError naming the photo: the error
+    surfaces in a worker thread without the file name, so the photos are re-checked to find it."""
+    try:
+        yield
+    except UserInputError:
+        raise
+    except Exception:
+        bad = first_undecodable_photo(dataset)
+        if bad is None:
+            raise  # not a photo problem
+        path, exc = bad
+        raise UserInputError(
+            f"photo {path} cannot be decoded ({type(exc).__name__}: {exc}): the file is damaged or truncated",
+            "restore the photo, or remove it from the dataset",
+        ) from None
 
 
 @dataclass
@@ -70,7 +106,8 @@ class SplatPlusDataManager(FullImageDatamanager):
         upstream's list), chosen by :func:`choose_image_memory`; sets ``train_cameras`` (device)."""
         from ns_splat_plus.training import image_loading
 
-        return image_loading.load_train_images(self)
+        with photo_errors(self.train_dataset):  # a photo that cannot be decoded: one message naming it
+            return image_loading.load_train_images(self)
 
     @property
     def image_plan(self):
@@ -112,4 +149,5 @@ class SplatPlusDataManager(FullImageDatamanager):
         time to the device (upstream keeps them all on the GPU with cache_images="gpu")."""
         from ns_splat_plus.evaluation import load_eval_images_on_host
 
-        return load_eval_images_on_host(self)
+        with photo_errors(self.eval_dataset):
+            return load_eval_images_on_host(self)

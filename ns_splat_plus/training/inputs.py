@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator, List, Optional
 
 from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.training import colmap_checks
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".exr", ".tif", ".tiff", ".bmp", ".webp"}
 
@@ -82,6 +83,10 @@ def preflight(config) -> None:
                 "is requested: re-run COLMAP with points, or start from random Gaussians with "
                 "--pipeline.model.random-init True (or pass `colmap --load-3D-points False`)"
             )
+        # the model files and every photo's header, each problem naming the file (colmap_checks.py)
+        colmap_checks.check_colmap_scene(
+            colmap_dir, root / parser.images_path, parser, read_points=getattr(parser, "load_3D_points", False), batch_job=is_batch_job()
+        )
     elif kind in ("NerfstudioDataParserConfig", "InstantNGPDataParserConfig"):
         transforms = data if data.suffix == ".json" else data / "transforms.json"
         if not transforms.is_file():
@@ -100,9 +105,6 @@ def preflight(config) -> None:
             raise UserInputError(f"{transforms} is not valid JSON ({exc})") from None
         if not frames:
             raise UserInputError(f"{transforms} lists no frames: the scene has no images")
-
-
-_DATAPARSER_DIRS = ("nerfstudio/data/dataparsers", "nerfstudio/data/utils")
 
 
 def downscaled_folders(images_dir: Path) -> List[int]:

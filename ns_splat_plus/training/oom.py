@@ -78,7 +78,7 @@ def out_of_memory_error(trainer: Any, step: int, failure: str) -> DeviceOutOfMem
             f"--pipeline.model.densify-grad-thresh {config.densify_grad_thresh * 2:g} (now {config.densify_grad_thresh:g}; "
             "higher: fewer Gaussians are split and duplicated)"
         )
-        fewer.append(f"--pipeline.model.max-gs-num caps the count with --pipeline.model.strategy mcmc")
+        fewer.append("--pipeline.model.max-gs-num caps the count with --pipeline.model.strategy mcmc")
     fewer.append(
         f"--pipeline.model.cull-alpha-thresh {min(0.5, config.cull_alpha_thresh * 2):g} (now {config.cull_alpha_thresh:g}; "
         "higher: more transparent Gaussians are removed)"

@@ -19,6 +19,7 @@ from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineC
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import evaluation
+from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.training import resume
 
 
@@ -75,6 +76,15 @@ class SplatPlusPipeline(VanillaPipeline):
                 self._split_announced = True
             evaluation.memory_tracker(self.device).log(step)
             return evaluation.scalar_metrics(report.averages(get_std=get_std))
+        if report.split["num_images"] == 0:
+            # without this, ns-eval writes results without psnr/ssim and exits 0: a silent failure
+            with exit_on_user_error():
+                raise UserInputError(
+                    f"no images to evaluate: {evaluation.split_summary(report.split)} of "
+                    f"{report.split['dataparser']} leaves the {report.split['split']} split empty",
+                    "train with a split that holds photos out (e.g. `colmap --eval-mode interval --eval-interval 8`, "
+                    "or --train-split-fraction below 1), then run ns-eval on that run",
+                )
         run_info = getattr(self, "run_info", {})
         report.memory = evaluation.memory_tracker(self.device).as_dict(
             train_peak_bytes=run_info.get("train_peak_memory_bytes")

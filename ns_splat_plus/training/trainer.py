@@ -28,6 +28,11 @@ from ns_splat_plus.training.optimizers import CheckedOptimizers
 from ns_splat_plus.training.step import optimize
 
 
+_TRAINING_PROCESS = False
+"""True in a training process (set_timestamp or a trainer ran): a process-level flag, not a config
+field, because config.yml is loaded by ns-eval with every attribute the saved object had."""
+
+
 @dataclass
 class SplatPlusTrainerConfig(TrainerConfig):
     _target: Type = field(default_factory=lambda: SplatPlusTrainer)
@@ -39,6 +44,8 @@ class SplatPlusTrainerConfig(TrainerConfig):
     """Training steps run (and undone, bitwise) before step 0 to warm kernels, allocator and caches; 0: off."""
 
     def set_timestamp(self) -> None:
+        global _TRAINING_PROCESS
+        _TRAINING_PROCESS = True  # only ns-train calls this; get_checkpoint_dir checks checkpoints elsewhere
         # ns-train's main() calls this first, before it prints/saves the config and launches: the
         # place to check versions and options, resolve devices, join torchrun/srun's process group,
         # build gsplat once and scale the schedule, before any rank starts. Every rank then uses
@@ -57,6 +64,15 @@ class SplatPlusTrainerConfig(TrainerConfig):
                 self.timestamp = run_dir.claim(self, explicit)
         self.timestamp = collectives.broadcast_object(self.timestamp)
 
+    def get_checkpoint_dir(self) -> Path:
+        # Outside ns-train (ns-eval, ns-viewer, ns-export: nerfstudio's eval_setup), the run's
+        # checkpoint is about to be loaded by nerfstudio's eval_load_checkpoint, which fails with a
+        # traceback on a missing, stray or truncated file: pick and check it here instead.
+        path = super().get_checkpoint_dir()
+        if not _TRAINING_PROCESS:
+            self.load_step = checkpoint.checked_checkpoint_step(path, self.load_step)
+        return path
+
     def print_to_terminal(self) -> None:
         if collectives.is_main_process():
             super().print_to_terminal()
@@ -72,6 +88,8 @@ class SplatPlusTrainer(Trainer):
     def __init__(self, config: SplatPlusTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
         # torchrun / srun: nerfstudio's launch passes (0, 1); the real rank, world size and GPU come
         # from the process group (nerfstudio never calls torch.cuda.set_device)
+        global _TRAINING_PROCESS
+        _TRAINING_PROCESS = True  # also in spawned ranks, which never call set_timestamp
         process = setup_process(config, local_rank, world_size)
         super().__init__(config, local_rank=process.local_rank, world_size=process.world_size)
         self.rank = process.rank
@@ -83,6 +101,12 @@ class SplatPlusTrainer(Trainer):
             try:
                 inputs.preflight(self.config)
                 super().setup(test_mode=test_mode)
+                # decode (cache) the photos now, so that a damaged one stops here with one message
+                # rather than in the middle of warmup or training
+                datamanager = self.pipeline.datamanager
+                datamanager.cached_train  # noqa: B018
+                if datamanager.eval_dataset is not None and len(datamanager.eval_dataset) > 0:
+                    datamanager.cached_eval  # noqa: B018 (loaded at the first evaluation anyway)
             except UserInputError:
                 run_dir.discard_if_unused(self.base_dir)  # a start-up error leaves no empty run directory
                 raise

@@ -1,0 +1,164 @@
+"""Preflight of a COLMAP scene: the model files and every photo, each problem one message naming it.
+
+nerfstudio's colmap parser reads the model with its own readers and fails with a raw
+``struct.error`` (no file name) on a zero-byte or truncated ``*.bin``, takes a NaN pose for bad SfM
+points, and finds a missing, empty or wrongly sized photo only while caching images (an assert
+without the file name). :func:`check_colmap_scene` reads the model with the same readers and opens
+the header of every photo (no decode) before the dataparser runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+from ns_splat_plus.errors import UserInputError
+
+MAX_AUTO_RESOLUTION = 1600
+"""nerfstudio's colmap parser picks a downscale factor that brings the first photo under this size."""
+
+# COLMAP camera models whose parameters start with fx, fy (the others start with one focal f)
+_TWO_FOCALS = {"PINHOLE", "OPENCV", "OPENCV_FISHEYE", "FULL_OPENCV", "FOV", "THIN_PRISM_FISHEYE"}
+
+_REEXPORT = "re-export the COLMAP model (COLMAP's model_converter, or ns-process-data) or restore the file"
+
+
+def _read(reader, path: Path, what: str):
+    try:
+        return reader(path)
+    except Exception as exc:  # noqa: BLE001 (struct.error, ValueError, IndexError, UnicodeDecodeError...: all mean a damaged file)
+        size = path.stat().st_size if path.exists() else 0
+        state = "is empty (0 bytes)" if size == 0 else f"cannot be read ({type(exc).__name__}: {exc}); is it truncated?"
+        raise UserInputError(f"the COLMAP {what} file {path} {state}", _REEXPORT) from None
+
+
+def read_model(colmap_dir: Path, read_points: bool) -> Tuple[Dict, Dict, Optional[Dict], Path, Path]:
+    """(cameras, images, points or None, cameras file, images file), read as nerfstudio's parser does
+    (``cameras.txt``/``images.txt`` before the ``.bin`` files; ``points3D.bin`` before ``.txt``)."""
+    from nerfstudio.data.utils import colmap_parsing_utils as cu
+
+    if (colmap_dir / "cameras.txt").exists():
+        cam_file, img_file = colmap_dir / "cameras.txt", colmap_dir / "images.txt"
+        readers = (cu.read_cameras_text, cu.read_images_text)
+    elif (colmap_dir / "cameras.bin").exists():
+        cam_file, img_file = colmap_dir / "cameras.bin", colmap_dir / "images.bin"
+        readers = (cu.read_cameras_binary, cu.read_images_binary)
+    else:
+        raise UserInputError(f"the COLMAP model at {colmap_dir} has no cameras.txt or cameras.bin", _REEXPORT)
+    if not img_file.exists():
+        raise UserInputError(f"the COLMAP model at {colmap_dir} has {cam_file.name} but no {img_file.name}", _REEXPORT)
+    cameras = _read(readers[0], cam_file, "cameras")
+    images = _read(readers[1], img_file, "images")
+    points = None
+    if read_points:
+        if (colmap_dir / "points3D.bin").exists():
+            points = _read(cu.read_points3D_binary, colmap_dir / "points3D.bin", "points3D")
+        elif (colmap_dir / "points3D.txt").exists():
+            points = _read(cu.read_points3D_text, colmap_dir / "points3D.txt", "points3D")
+    return cameras, images, points, cam_file, img_file
+
+
+def check_model(cameras: Dict, images: Dict, cam_file: Path, img_file: Path) -> None:
+    """Cameras with a usable size and focal length; images with unique names, a known camera and a finite pose."""
+    if not cameras:
+        raise UserInputError(f"{cam_file} lists no cameras", _REEXPORT)
+    if not images:
+        raise UserInputError(f"{img_file} lists no images: COLMAP registered no photo", "re-run COLMAP's mapper on the photos")
+    for cam_id, cam in cameras.items():
+        if cam.width <= 0 or cam.height <= 0:
+            raise UserInputError(f"camera {cam_id} in {cam_file} has size {cam.width}x{cam.height}", _REEXPORT)
+        focals = list(cam.params[:2] if cam.model in _TWO_FOCALS else cam.params[:1])
+        if not focals or not all(math.isfinite(f) and f > 0 for f in focals):
+            raise UserInputError(
+                f"camera {cam_id} in {cam_file} ({cam.model}) has focal length {focals}: it must be positive",
+                "fix the camera's intrinsics (or re-run COLMAP's mapper)",
+            )
+    names = Counter(im.name for im in images.values())
+    dup = sorted(n for n, c in names.items() if c > 1)
+    if dup:
+        raise UserInputError(
+            f"{img_file} lists the photo {dup[0]} {names[dup[0]]} times"
+            + (f" (and {len(dup) - 1} more duplicate names)" if len(dup) > 1 else ""),
+            "keep one entry per photo (re-run COLMAP, or remove the duplicate lines)",
+        )
+    for im in images.values():
+        if im.camera_id not in cameras:
+            raise UserInputError(f"photo {im.name} in {img_file} uses camera {im.camera_id}, which {cam_file} does not list", _REEXPORT)
+        pose = np.concatenate([np.asarray(im.qvec, dtype=float), np.asarray(im.tvec, dtype=float)])
+        if not np.all(np.isfinite(pose)) or np.linalg.norm(pose[:4]) == 0:
+            raise UserInputError(
+                f"photo {im.name} in {img_file} has an invalid pose (rotation {list(im.qvec)}, translation {list(im.tvec)})",
+                "re-run COLMAP, or remove that photo's entry from the model",
+            )
+
+
+def _scaled(size: int, factor: int, mode: str) -> int:
+    # nerfstudio's Cameras.rescale_output_resolution(1 / factor, mode)
+    value = size / factor
+    return {"floor": int(value), "round": int(math.floor(0.5 + value)), "ceil": int(math.ceil(value))}.get(mode, int(value))
+
+
+def _photo_size(path: Path) -> Tuple[int, int]:
+    from PIL import Image
+
+    if not path.is_file():
+        raise UserInputError(f"photo {path} is missing (the COLMAP model lists it)", "restore the photo, or remove it from the COLMAP model")
+    if path.stat().st_size == 0:
+        raise UserInputError(f"photo {path} is empty (0 bytes)", "restore the photo, or remove it from the COLMAP model")
+    try:
+        with Image.open(path) as im:  # reads the header only
+            return im.size
+    except Exception as exc:  # noqa: BLE001 (UnidentifiedImageError, OSError, SyntaxError: not a readable image)
+        raise UserInputError(
+            f"photo {path} cannot be read as an image ({type(exc).__name__}: {exc})",
+            "restore the photo, or remove it from the COLMAP model",
+        ) from None
+
+
+def auto_downscale_factor(first_photo: Path) -> int:
+    """The factor nerfstudio's colmap parser picks when ``--downscale-factor`` is not given."""
+    w, h = _photo_size(first_photo)
+    df = 0
+    while max(w, h) / 2**df > MAX_AUTO_RESOLUTION:
+        df += 1
+    return 2**df
+
+
+def check_photos(images: Dict, cameras: Dict, images_dir: Path, factor: Optional[int], rounding: str, cam_file: Path, batch_job: bool) -> None:
+    """Every photo the model lists exists, has a readable header and the size of its camera
+    (divided by the downscale factor, rounded as nerfstudio rounds)."""
+    ordered = [images[k] for k in sorted(images)]
+    if factor is None:
+        factor = auto_downscale_factor(images_dir / ordered[0].name)
+    folder = images_dir if factor == 1 else images_dir.parent / f"{images_dir.name}_{factor}"
+    if not folder.is_dir():
+        if not batch_job:
+            return  # nerfstudio offers to create the downscaled photos on the terminal; checked then
+        raise UserInputError(
+            f"the photos are larger than {MAX_AUTO_RESOLUTION} px, so nerfstudio downscales them by {factor}, "
+            f"but {folder} does not exist (nerfstudio would ask on a terminal to create it; this is a batch job)",
+            f"pass `colmap --downscale-factor 1` to train at full size, or create {folder.name}/ first",
+        )
+    for im in ordered:
+        cam = cameras[im.camera_id]
+        expected = (_scaled(cam.width, factor, rounding), _scaled(cam.height, factor, rounding))
+        got = _photo_size(folder / im.name)
+        if got != expected:
+            how = f"camera {im.camera_id} in {cam_file} is {cam.width}x{cam.height}"
+            if factor != 1:
+                how += f", so with --downscale-factor {factor} the photo must be {expected[0]}x{expected[1]}"
+            raise UserInputError(
+                f"photo {folder / im.name} is {got[0]}x{got[1]}, but {how}",
+                "use the photos the COLMAP model was made from (or the matching --downscale-factor)",
+            )
+
+
+def check_colmap_scene(colmap_dir: Path, images_dir: Path, parser, read_points: bool, batch_job: bool) -> None:
+    """All of the above for a ``colmap`` dataparser config ``parser``."""
+    cameras, images, _, cam_file, img_file = read_model(colmap_dir, read_points)
+    check_model(cameras, images, cam_file, img_file)
+    check_photos(images, cameras, images_dir, parser.downscale_factor, getattr(parser, "downscale_rounding_mode", "floor"), cam_file, batch_job)
