@@ -73,6 +73,11 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     mcmc_scale_reg: float = 0.01
     """MCMC strategy: weight of the mean-scale regulariser (0.01 in gsplat's and nerfstudio's MCMC recipes).
     MCMC relocates Gaussians at or below --pipeline.model.cull-alpha-thresh, as upstream does."""
+    fused_adam: Optional[bool] = None
+    """Step every Adam parameter group (means, scales, quats, features_dc, features_rest, opacities, ...)
+    with one multi-tensor update instead of one optimizer step per group: fewer kernel launches, the
+    same numbers as torch's foreach Adam; each group keeps its learning rate, scheduler and state.
+    None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
     eval_max_pixels: Optional[int] = None
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
     many pixels (same pixels, less memory). None: the largest training render of this process, so that
