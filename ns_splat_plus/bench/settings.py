@@ -18,7 +18,7 @@ FOX_SCENE_ARGS = "--data ../shared/data/fox instant-ngp-data --eval-mode interva
 DEFAULT_METHODS = ("splat-plus", "splatfacto")
 # Methods that train on several GPUs. splatfacto crashes at start on 2 GPUs (DESIGN.md): its
 # multi-GPU runs are recorded as unsupported unless --force-multi-gpu asks to try.
-MULTI_GPU_METHODS = ("splat-plus", "splat-plus-mcmc")
+MULTI_GPU_METHODS = ("splat-plus", "splat-plus-mcmc", "splat-plus-fast")
 REFINE_COUNT_KEYS = ("duplicated", "split", "pruned", "relocated", "added")
 PROBE_MODULE = "ns_splat_plus.bench.probe"
 

@@ -11,6 +11,8 @@ Differences from ``SplatfactoModel`` (nerfstudio 1.1.5), and why:
   :class:`~ns_splat_plus.strategy.StrategyOptions`), with the MCMC recipe's regularisers;
 * LPIPS is built from local weights, or downloaded with a short timeout (:mod:`ns_splat_plus.upstream`);
 * per-step training metrics (PSNR) only on logging steps, computed on the device;
+* B cameras per step (``--pipeline.datamanager.cameras-per-step``) rendered in one rasterizer call,
+  the loss the mean of their losses;
 * the training step does not read anything back from the GPU (intrinsics and render size without
   splatfacto's host-device round trips, the zero regulariser made on the device): the same numbers,
   but the host runs ahead of the GPU, which the step time and multi-GPU scaling depend on.
@@ -33,7 +35,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from ns_splat_plus import upstream
 from ns_splat_plus.model import init
 from ns_splat_plus.model.metrics import image_metrics, psnr_on_device
-from ns_splat_plus.model.render import render_intrinsics, strip_rows
+from ns_splat_plus.model.render import render_intrinsics, resize_images, strip_rows
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.raster import Backend, rasterize
 from ns_splat_plus.strategy import StrategyOptions, build_strategy
@@ -77,6 +79,11 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     """torch.cuda.empty_cache() after each refine (splatfacto's habit). Skipped anyway when
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is set, the alternative that avoids fragmentation
     without returning memory to the driver."""
+    fused_adam: Optional[bool] = None
+    """Step every Adam parameter group (means, scales, quats, features_dc, features_rest, opacities, ...)
+    with one multi-tensor update instead of one optimizer step per group: fewer kernel launches, the
+    same numbers as torch's foreach Adam; each group keeps its learning rate, scheduler and state.
+    None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
     eval_max_pixels: Optional[int] = None
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
     many pixels (same pixels, less memory). None: the largest training render of this process, so that
@@ -125,16 +132,31 @@ class SplatPlusModel(SplatfactoModel):
                 grid_W=self.config.grid_shape[2],
             )
 
-        options = StrategyOptions.from_model_config(self.config, self.num_train_data, collectives.get_world_size())
+        self.cameras_per_step = 1
+        self._build_strategy()
+
+    def _build_strategy(self) -> None:
+        batch = collectives.get_world_size() * self.cameras_per_step  # cameras per step, for the epoch length
+        options = StrategyOptions.from_model_config(self.config, self.num_train_data, batch)
         self.strategy = build_strategy(options)
         self.strategy_state = self.strategy.initialize_state(scene_scale=1.0)
+
+    def set_cameras_per_step(self, cameras_per_step: int) -> None:
+        """B cameras per step (the datamanager's option; the pipeline calls this before training):
+        the strategy's pause after an opacity reset is one epoch, num_train_data / (W x B) steps."""
+        if cameras_per_step != self.cameras_per_step:
+            self.cameras_per_step = cameras_per_step
+            self._build_strategy()
 
     def get_outputs(self, camera: Cameras) -> Dict[str, Union[torch.Tensor, List]]:
         if not isinstance(camera, Cameras):
             raise TypeError(f"get_outputs expects a Cameras object, got {type(camera).__name__}")
-        if self.training:
-            if camera.shape[0] != 1:
-                raise ValueError("splat-plus trains on one camera at a time")
+        n_cameras = camera.shape[0] if camera.shape else 1
+        if self.training and n_cameras > 1:  # B cameras of one size in one rasterizer call
+            if self.config.camera_optimizer.mode != "off" or self.config.use_bilateral_grid:
+                raise ValueError("several cameras per step work without the camera optimizer and bilateral grid")
+            optimized_camera_to_world = camera.camera_to_worlds
+        elif self.training:
             optimized_camera_to_world = self.camera_optimizer.apply_to_camera(camera)
         else:
             optimized_camera_to_world = camera.camera_to_worlds
@@ -152,8 +174,8 @@ class SplatPlusModel(SplatfactoModel):
         viewmat = get_viewmat(optimized_camera_to_world)
         K, W, H = render_intrinsics(camera, 1.0 / self._get_downscale_factor())
         self.last_size = (H, W)
-        if self.training:
-            self.max_train_pixels = max(getattr(self, "max_train_pixels", 0), H * W)
+        if self.training:  # B cameras: the rasterizer held B x H x W pixels
+            self.max_train_pixels = max(getattr(self, "max_train_pixels", 0), n_cameras * H * W)
 
         if self.config.rasterize_mode not in ("antialiased", "classic"):
             raise ValueError(f"Unknown rasterize_mode: {self.config.rasterize_mode}")
@@ -199,21 +221,51 @@ class SplatPlusModel(SplatfactoModel):
             depth_im = torch.where(alpha > 0, depth_im, depth_im.detach().max()).squeeze(0)
         if background.shape[0] == 3 and not self.training:
             background = background.expand(H, W, 3)
+        if n_cameras > 1:  # batched: [B, H, W, 3], [B, H, W, 1]
+            return {"rgb": rgb, "depth": depth_im, "accumulation": alpha, "background": background}
         return {"rgb": rgb.squeeze(0), "depth": depth_im, "accumulation": alpha.squeeze(0), "background": background}
+
+    def batch_gt_img(self, images: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
+        """splatfacto's ``get_gt_img`` + ``composite_with_background`` for a batch.
+
+        Args:
+            images: [B, H, W, C] uint8 or float, C 3 or 4 (alpha composited over ``background`` [3]).
+
+        Returns:
+            [B, H', W', 3] float on the model's device, at this step's downscale.
+        """
+        if images.dtype == torch.uint8:
+            images = images.float() / 255.0
+        images = resize_images(images, self._get_downscale_factor()).to(self.device)
+        if images.shape[-1] == 4:
+            alpha = images[..., -1:]
+            return alpha * images[..., :3] + (1 - alpha) * background
+        return images
+
+    def _gt_and_pred(self, outputs, batch) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(ground truth, prediction) as the loss sees them: [H, W, 3] (one camera) or [B, H, W, 3]."""
+        pred_img = outputs["rgb"]
+        if pred_img.dim() == 3:
+            return self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"]), pred_img
+        return self.batch_gt_img(batch["image"], outputs["background"]), pred_img
 
     def get_loss_dict(self, outputs, batch, metrics_dict=None) -> Dict[str, torch.Tensor]:
         """splatfacto's losses (L1 + SSIM, optional scale regularisation, camera and bilateral-grid
         terms), with its zero scale regulariser made on the device: splatfacto's
         ``torch.tensor(0.0).to(device)`` stalls the host until the GPU has finished the forward pass."""
-        gt_img = self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"])
-        pred_img = outputs["rgb"]
+        gt_img, pred_img = self._gt_and_pred(outputs, batch)
+        batched = pred_img.dim() == 4  # B cameras: L1 and SSIM means over [B, ...] = the mean of B losses
         if "mask" in batch:
-            mask = self._downscale_if_required(batch["mask"]).to(self.device)
-            assert mask.shape[:2] == gt_img.shape[:2] == pred_img.shape[:2]
+            mask = resize_images(batch["mask"], self._get_downscale_factor()) if batched else self._downscale_if_required(batch["mask"])
+            mask = mask.to(self.device)
+            assert mask.shape[:-1] == gt_img.shape[:-1] == pred_img.shape[:-1]
             gt_img = gt_img * mask
             pred_img = pred_img * mask
         l1 = torch.abs(gt_img - pred_img).mean()
-        ssim_loss = 1 - self.ssim(gt_img.permute(2, 0, 1)[None, ...], pred_img.permute(2, 0, 1)[None, ...])
+        if batched:
+            ssim_loss = 1 - self.ssim(gt_img.permute(0, 3, 1, 2), pred_img.permute(0, 3, 1, 2))
+        else:
+            ssim_loss = 1 - self.ssim(gt_img.permute(2, 0, 1)[None, ...], pred_img.permute(2, 0, 1)[None, ...])
         if self.config.use_scale_regularization and self.step % 10 == 0:
             scale_exp = torch.exp(self.scales)
             ratio = scale_exp.amax(dim=-1) / scale_exp.amin(dim=-1)
@@ -248,7 +300,7 @@ class SplatPlusModel(SplatfactoModel):
         metrics_dict: Dict[str, torch.Tensor] = {"gaussian_count": self.num_points}
         every = getattr(self, "metrics_every", 1)
         if every > 0 and self.step % every == 0:
-            gt_rgb = self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"])
+            gt_rgb, _ = self._gt_and_pred(outputs, batch)
             metrics_dict["psnr"] = psnr_on_device(outputs["rgb"], gt_rgb)
             if self.config.color_corrected_metrics:
                 from nerfstudio.model_components.lib_bilagrid import color_correct

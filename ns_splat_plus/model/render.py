@@ -1,7 +1,7 @@
 """Rendering helpers of the model: intrinsics without host-device round trips, and strips.
 
 Entry points: :func:`render_intrinsics` (``K`` [C, 3, 3] and the render size of a camera at a
-scale), :func:`strip_rows` (tile-aligned row ranges for renders larger than training's), and
+scale), :func:`resize_images` (splatfacto's ground-truth downscale for a batch), :func:`strip_rows` (tile-aligned row ranges for renders larger than training's), and
 :data:`HOST_IMAGE_SIZE` (the camera metadata key the datamanager fills so that the size is
 never read back from the device).
 """
@@ -46,3 +46,23 @@ def strip_rows(height: int, width: int, max_pixels: int) -> Optional[List[Tuple[
         return None
     rows = max(STRIP_ALIGN, (max_pixels // max(width, 1)) // STRIP_ALIGN * STRIP_ALIGN)
     return [(top, min(top + rows, height)) for top in range(0, height, rows)]
+
+
+def resize_images(images: torch.Tensor, d: int) -> torch.Tensor:
+    """splatfacto's ``resize_image`` (OpenCV's 'area' downscale by ``d``) on a batch.
+
+    Args:
+        images: [B, H, W, C]. d: the integer downscale factor (1: returned as is).
+
+    Returns:
+        [B, H // d, W // d, C] float32 (``images`` itself when ``d`` is 1).
+    """
+    if d <= 1:
+        return images
+    import torch.nn.functional as tf
+
+    B, H, W, C = images.shape
+    weight = (1.0 / (d * d)) * torch.ones((1, 1, d, d), dtype=torch.float32, device=images.device)
+    planes = images.to(torch.float32).permute(0, 3, 1, 2).reshape(B * C, 1, H, W)  # every channel alone, as upstream
+    out = tf.conv2d(planes, weight, stride=d)
+    return out.reshape(B, C, out.shape[-2], out.shape[-1]).permute(0, 2, 3, 1)

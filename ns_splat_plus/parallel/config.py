@@ -24,7 +24,7 @@ class DataParallelConfig(PrintableConfig):
     timeout_minutes: float = 15.0
     """Process-group timeout for torchrun / srun: a rank stuck longer than this in a collective (a peer that vanished) stops with an error. ns-train's own spawn uses nerfstudio's 30 minutes."""
     scaled_for_world_size: int = 0
-    """Set by splat-plus: the W this config's schedule was already scaled for (0: not scaled)."""
+    """Set by splat-plus: the effective batch (ranks x cameras per step) this config's schedule was already scaled for (0: not scaled)."""
 
 
 @dataclass

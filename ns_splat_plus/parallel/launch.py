@@ -12,8 +12,8 @@ so every replica takes the same refine decisions; :class:`RankMonitor` checks th
 Launch path (``prepare_launch``, called from ``SplatPlusTrainerConfig.set_timestamp``, the first
 thing ns-train's ``main`` calls): resolve the devices (:mod:`ns_splat_plus.parallel.devices`); under torchrun /
 srun join the process group from the environment; build gsplat's CUDA extension once (global rank 0
-first, then one process per node, then the rest); scale the schedule for W ranks
-(:func:`scale_schedule`). With ``ns-train --machine.num-devices N`` nerfstudio spawns the ranks after
+first, then one process per node, then the rest); scale the schedule for W ranks x B cameras
+per step (:func:`scale_schedule`). With ``ns-train --machine.num-devices N`` nerfstudio spawns the ranks after
 that; the schedule is scaled and gsplat built in the parent before the spawn.
 
 A rank that dies: mp.spawn (ns-train) and torchrun terminate the other processes as soon as one exits
@@ -44,7 +44,7 @@ from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.parallel import collectives, devices
 from ns_splat_plus.parallel.config import DataParallelConfig
 from ns_splat_plus.parallel.devices import DevicePlan, DeviceResolutionError
-from ns_splat_plus.parallel.schedule import scale_schedule
+from ns_splat_plus.parallel.schedule import effective_batch, scale_schedule
 
 
 # --- process state ---------------------------------------------------------------------------------
@@ -183,10 +183,15 @@ def prepare_launch(config) -> DevicePlan:
         build_gsplat_once(plan)
         _GSPLAT_BUILT = True
     machine.num_devices = plan.num_devices_for_launch
-    if plan.world_size > 1:
-        changes = scale_schedule(config, plan.world_size, dp)
+    batch = effective_batch(config, plan.world_size)
+    if batch > 1:  # also one GPU with B > 1 cameras per step: the same rule for W x B cameras
+        changes = scale_schedule(config, batch, dp)
         if plan.rank == 0 and changes:
-            CONSOLE.print(f"splat-plus: schedule for {plan.world_size} ranks: " + "; ".join(changes), markup=False)
+            per_rank = batch // plan.world_size
+            CONSOLE.print(
+                f"splat-plus: schedule for {plan.world_size} ranks x {per_rank} cameras per step: " + "; ".join(changes),
+                markup=False,
+            )
     _PLAN = plan
     return plan
 

@@ -1,8 +1,8 @@
-"""The scaling rule for W ranks (and B cameras per step): :func:`scale_schedule`.
+"""The scaling rule for W ranks and B cameras per step: :func:`scale_schedule`, :func:`effective_batch`.
 
-W ranks (or W x B cameras per step) do the single-GPU run's work in 1/W of the steps: step counts
-are divided by W, learning rates multiplied by sqrt(W) and Adam's betas raised to the power W
-(Grendel-GS). See README, "Several GPUs".
+W ranks with B cameras each (``--pipeline.datamanager.cameras-per-step``) do the one-camera run's
+work in 1/(W x B) of the steps: step counts are divided by W x B, learning rates multiplied by
+sqrt(W x B) and Adam's betas raised to the power W x B (Grendel-GS). See README, "Several GPUs".
 """
 
 from __future__ import annotations
@@ -48,11 +48,17 @@ def lr_factor(world_size: int, rule: str) -> float:
     raise ValueError(f"unknown lr scaling rule {rule!r} (sqrt, linear or none)")
 
 
-def scale_schedule(config, world_size: int, dp: DataParallelConfig) -> List[str]:
-    """Scale ``config`` (a SplatPlusTrainerConfig) in place for ``world_size`` ranks; returns what changed.
+def effective_batch(config, world_size: int) -> int:
+    """Cameras per optimizer step: W ranks x B cameras each (``config``: a SplatPlusTrainerConfig)."""
+    return world_size * max(1, int(getattr(config.pipeline.datamanager, "cameras_per_step", 1)))
 
-    The rule: each step processes W cameras (one per rank), so W ranks do the single-GPU run's work
-    in 1/W of the steps. Every step count is divided by W (rounded up): total steps, refine interval,
+
+def scale_schedule(config, world_size: int, dp: DataParallelConfig) -> List[str]:
+    """Scale ``config`` (a SplatPlusTrainerConfig) in place for an effective batch of ``world_size``
+    cameras per step (W ranks x B cameras per rank: pass :func:`effective_batch`); returns what changed.
+
+    The rule: each step processes W x B cameras, so it does the one-camera run's work in 1/(W x B)
+    of the steps (below, W stands for the effective batch W x B). Every step count is divided by W (rounded up): total steps, refine interval,
     refine start (warmup_length) and stop, screen-size stop, SH-degree interval, resolution schedule,
     LR-scheduler max/warmup steps, eval and checkpoint intervals (the opacity reset is counted in
     refine intervals, so it follows). Gradients are averaged over W cameras, so learning rates are
@@ -64,8 +70,9 @@ def scale_schedule(config, world_size: int, dp: DataParallelConfig) -> List[str]
     if dp.scaled_for_world_size:
         if dp.scaled_for_world_size != world_size:
             raise DeviceResolutionError(
-                f"this config's schedule was already scaled for {dp.scaled_for_world_size} ranks, but this run "
-                f"has {world_size}; start from the method's defaults (not --load-config) to rescale"
+                f"this config's schedule was already scaled for {dp.scaled_for_world_size} cameras per step (ranks x "
+                f"--pipeline.datamanager.cameras-per-step), but this run has {world_size}; start from the method's "
+                "defaults (not --load-config) to rescale"
             )
         return []
     changes: List[str] = []

@@ -1,8 +1,9 @@
-"""Camera sharding: :func:`camera_for_step`, the training camera of a rank at a step (disjoint shards)."""
+"""Camera sharding: :func:`camera_for_step` / :func:`cameras_for_step`, the training camera(s) of a rank at a step (disjoint shards)."""
 
 from __future__ import annotations
 
 import functools
+from typing import List
 
 import numpy as np
 
@@ -25,3 +26,11 @@ def camera_for_step(step: int, rank: int, world_size: int, num_cameras: int, see
     epoch, position = divmod(draw, num_cameras)
     return int(_epoch_permutation(int(seed), int(epoch), int(num_cameras))[position])
 
+
+
+def cameras_for_step(step: int, rank: int, world_size: int, num_cameras: int, seed: int, per_step: int) -> List[int]:
+    """The ``per_step`` (B) training cameras of ``rank`` at ``step``: draws ``(step * W + rank) * B``
+    to ``+ B - 1`` of the same sequence as :func:`camera_for_step` (which is this with B = 1), so the
+    W x B cameras of a step are distinct consecutive draws: disjoint shards, every camera once per epoch."""
+    first = (step * world_size + rank) * per_step
+    return [camera_for_step(first + k, 0, 1, num_cameras, seed) for k in range(per_step)]

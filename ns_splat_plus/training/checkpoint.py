@@ -274,6 +274,7 @@ def training_facts(trainer) -> Dict[str, Any]:
     )
     return {
         "world_size": int(trainer.world_size),
+        "cameras_per_step": int(getattr(trainer.config.pipeline.datamanager, "cameras_per_step", 1)),
         "scale_schedule": bool(dp.scale_schedule),
         "lr_scaling": str(dp.lr_scaling),
         "scale_adam_betas": bool(dp.scale_adam_betas),

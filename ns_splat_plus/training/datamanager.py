@@ -1,6 +1,6 @@
 """SplatPlusDataManager: nerfstudio's FullImageDatamanager, with train images in host memory or streamed.
 
-Camera selection is here (:meth:`SplatPlusDataManager.next_train`); where the images live and how
+Camera selection is here (:meth:`SplatPlusDataManager.next_train`: one camera per step, or B batched); where the images live and how
 they reach the device is :mod:`.image_memory` / :mod:`.image_store` (``cached_train`` is a store:
 host memory or streaming, chosen at start-up, and ``_train_batch`` moves one image per step,
 prefetched one step ahead).
@@ -21,7 +21,7 @@ from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatama
 
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.render import HOST_IMAGE_SIZE
-from ns_splat_plus.parallel import camera_for_step, collectives
+from ns_splat_plus.parallel import camera_for_step, cameras_for_step, collectives
 
 
 def first_undecodable_photo(dataset) -> Optional[Tuple[Path, Exception]]:
@@ -69,6 +69,14 @@ class SplatPlusDataManagerConfig(FullImageDatamanagerConfig):
     """Streaming: decoding threads."""
     stream_buffer: int = 16
     """Streaming: decoded images kept at most (the next steps' images are decoded ahead)."""
+    cameras_per_step: int = 1
+    """B cameras rendered per training step on each GPU, in one rasterizer call; the loss is the mean
+    of their losses. The schedule is then scaled as for B GPUs (steps / B, learning rates x sqrt(B),
+    Adam betas ^ B; with W GPUs: W x B). On W ranks, rank r at step s takes the draws (s*W + r)*B ...
+    + B-1 of the shared per-epoch permutation (disjoint shards). Cameras of different sizes: only the
+    step's cameras of the same size as its first drawn camera are rendered, the others are skipped for
+    that epoch (a step may then render fewer than B). Not with the camera optimizer or bilateral grid;
+    the fps sampling strategy is replaced by the seeded permutation."""
 
 
 class SplatPlusDataManager(FullImageDatamanager):
@@ -82,6 +90,8 @@ class SplatPlusDataManager(FullImageDatamanager):
         ``train_cameras_sampling_seed``), see ``parallel.camera_for_step``; also on one GPU, so a
         resumed run continues the same order. ``fps`` sampling keeps upstream's sampler on one rank.
         """
+        if self.config.cameras_per_step > 1:
+            return self.next_train_batch(step)
         world_size = collectives.get_world_size()
         if self.config.train_cameras_sampling_strategy != "random" and world_size == 1:
             camera, data = super().next_train(step)
@@ -133,7 +143,44 @@ class SplatPlusDataManager(FullImageDatamanager):
     def get_train_rays_per_batch(self) -> int:
         # upstream reads cached_train[0], a decode per call when streaming
         h, w = self._train_image_sizes[0]
-        return int(h * w)
+        return int(h * w) * max(1, self.config.cameras_per_step)
+
+    def next_train_batch(self, step: int) -> Tuple[Cameras, Dict]:
+        """This rank's ``cameras_per_step`` (B) cameras for ``step`` (see the option's doc): Cameras of
+        shape [B'] and a batch whose tensors are stacked (``image`` [B', H, W, C], uint8 when cached so);
+        B' <= B are the step's cameras of its first camera's size. ``cam_idx``: the B' dataset indices."""
+        indices = cameras_for_step(
+            step, collectives.get_rank(), collectives.get_world_size(), len(self.train_dataset),
+            self.config.train_cameras_sampling_seed, self.config.cameras_per_step,
+        )  # fmt: skip
+        sizes = self._train_image_sizes
+        indices = [i for i in indices if sizes[i] == sizes[indices[0]]]  # one render size per step
+        self._step_image_size, self._step_image_count = sizes[indices[0]], len(indices)  # for an OOM message
+        cached = self.cached_train
+        batch: Dict = {}
+        for key, value in cached[indices[0]].items():
+            values = [cached[i][key] for i in indices]
+            batch[key] = self._stacked(key, values) if isinstance(value, torch.Tensor) else values
+        camera = self.train_cameras[torch.tensor(indices)].to(self.device)
+        if camera.metadata is None:
+            camera.metadata = {}
+        camera.metadata["cam_idx"] = indices
+        camera.metadata[HOST_IMAGE_SIZE] = sizes[indices[0]]
+        return camera, batch
+
+    def _stacked(self, key: str, values: List[torch.Tensor]) -> torch.Tensor:
+        """``values`` stacked [B', ...] on the device. Images cached on the device are stacked into
+        a buffer reused across steps (no per-step allocation; the step that reads it ends before the
+        next one writes it, on one stream); host images go over non-blocking, still as uint8."""
+        if values[0].device != torch.device(self.device):
+            return torch.stack(values).to(self.device, non_blocking=True)
+        shape = (len(values), *values[0].shape)
+        buffers = self.__dict__.setdefault("_batch_buffers", {})
+        buffer = buffers.get(key)
+        if buffer is None or buffer.shape != shape or buffer.dtype != values[0].dtype:
+            buffer = buffers[key] = torch.empty(shape, dtype=values[0].dtype, device=values[0].device)
+        return torch.stack(values, out=buffer)
+
 
     @cached_property
     def _train_image_sizes(self) -> List[Tuple[int, int]]:

@@ -32,10 +32,32 @@ def check_options(config) -> None:
         value = getattr(model, name, 1)
         if value <= 0:
             raise UserInputError(f"--pipeline.model.{name.replace('_', '-')} must be a positive number of steps, got {value}")
+    check_cameras_per_step(config)
     if getattr(model, "rasterizer", "auto") == "gsplat" and config.machine.device_type != "cuda":
         raise UserInputError(
             f"--pipeline.model.rasterizer gsplat needs CUDA, but --machine.device-type is {config.machine.device_type}: "
             "use --pipeline.model.rasterizer auto (the PyTorch reference on the CPU)"
+        )
+
+
+def check_cameras_per_step(config) -> None:
+    """--pipeline.datamanager.cameras-per-step B: at least 1; B > 1 renders B cameras in one call,
+    which the per-camera pose correction and bilateral grid do not support (refused here, at start)."""
+    per_step = getattr(config.pipeline.datamanager, "cameras_per_step", 1)
+    if per_step < 1:
+        raise UserInputError(f"--pipeline.datamanager.cameras-per-step must be at least 1, got {per_step}")
+    if per_step == 1:
+        return
+    model = config.pipeline.model
+    unsupported = []
+    if model.camera_optimizer.mode != "off":
+        unsupported.append(f"--pipeline.model.camera-optimizer.mode {model.camera_optimizer.mode}")
+    if getattr(model, "use_bilateral_grid", False):
+        unsupported.append("--pipeline.model.use-bilateral-grid True")
+    if unsupported:
+        raise UserInputError(
+            f"--pipeline.datamanager.cameras-per-step {per_step} does not work with " + " and ".join(unsupported)
+            + ": use --pipeline.datamanager.cameras-per-step 1, or turn those off"
         )
 
 

@@ -3,6 +3,12 @@
 :class:`CheckedOptimizers` is nerfstudio's ``Optimizers`` (one per parameter group) with the
 finiteness gate: training stops with :class:`~ns_splat_plus.strategy.TrainingHealthError` naming
 the step and the parameter when a gradient or a parameter becomes NaN / Inf.
+
+With ``fused_adam`` (``--pipeline.model.fused-adam``) every plain ``torch.optim.Adam`` group that
+steps this iteration is updated by one multi-tensor Adam, :func:`adam_step_all` (the ~8 foreach
+kernels of torch's ``foreach=True`` Adam once, instead of once per group), while each group keeps
+its own ``torch.optim.Adam`` (learning rate, scheduler, ``state[p]``, state_dict) as nerfstudio
+and gsplat's strategies expect.
 """
 
 from __future__ import annotations
@@ -39,8 +45,10 @@ class CheckedOptimizers(Optimizers):
         check_finite: bool = True,
         step_source: Optional[Callable[[], int]] = None,
         check_every: int = 25,
+        fused_adam: bool = False,
     ) -> None:
         super().__init__(config, param_groups)
+        self.fused_adam = fused_adam
         self.check_finite = check_finite
         self.step_source = step_source
         self.check_every = max(1, int(check_every))
@@ -57,7 +65,17 @@ class CheckedOptimizers(Optimizers):
         )
         if self.check_finite:
             self.check_step(param_groups, check_grads=not grad_scaler.is_enabled())
+        if self.fused_adam and not grad_scaler.is_enabled():
+            fused = [g for g in param_groups if self._fusable(g)]
+            adam_step_all([self.optimizers[g] for g in fused])
+            param_groups = [g for g in param_groups if g not in fused]
         super().optimizer_scaler_step_some(grad_scaler, param_groups)
+
+    def _fusable(self, group: str) -> bool:
+        """A group :func:`adam_step_all` steps exactly as its own ``step()`` would (no gradient clipping)."""
+        if self.config[group]["optimizer"].max_norm is not None:
+            return False
+        return adam_fusable(self.optimizers[group])
 
     def _current_step(self) -> int:
         return int(self.step_source()) if self.step_source is not None else -1
@@ -133,3 +151,72 @@ class CheckedOptimizers(Optimizers):
         )
         raise TrainingHealthError.shown(message)
 
+
+
+# --- one multi-tensor Adam update for several torch.optim.Adam --------------------------------------
+
+
+def adam_fusable(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether :func:`adam_step_all` reproduces ``optimizer.step()``: a plain torch.optim.Adam
+    (float learning rate, no weight decay, amsgrad, maximize, capturable, differentiable or fused)."""
+    if type(optimizer) is not torch.optim.Adam:
+        return False
+    return all(
+        isinstance(g["lr"], float) and g["weight_decay"] == 0 and not g["amsgrad"] and not g["maximize"]
+        and not g["capturable"] and not g["differentiable"] and not g.get("fused") and not g.get("decoupled_weight_decay")
+        for g in optimizer.param_groups
+    )
+
+
+@torch.no_grad()
+def adam_step_all(optimizers: List[torch.optim.Adam]) -> None:
+    """``step()`` of every optimizer in ``optimizers`` (each :func:`adam_fusable`) in one update.
+
+    torch's ``foreach`` Adam (``_multi_tensor_adam``, torch's default on CUDA) takes one learning
+    rate per call; here the tensors of all groups go through one set of foreach kernels, with the
+    per-tensor step sizes as scalar lists (as torch already does for the bias corrections), one
+    call per distinct (betas, eps, device, dtype). State is created by each optimizer's own
+    ``_init_group`` (the same lazy ``step`` / ``exp_avg`` / ``exp_avg_sq``), so state_dicts,
+    checkpoints and gsplat's per-group edits of ``optimizer.state[p]`` are unchanged. The same
+    operations, in the same order, per element as torch's foreach Adam: bitwise the same numbers.
+    """
+    buckets: Dict[Tuple, Tuple[List[Tensor], ...]] = {}
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            params: List[Tensor] = []
+            grads: List[Tensor] = []
+            exp_avgs: List[Tensor] = []
+            exp_avg_sqs: List[Tensor] = []
+            steps: List[Tensor] = []
+            optimizer._init_group(group, params, grads, exp_avgs, exp_avg_sqs, [], steps)
+            for i, p in enumerate(params):
+                key = (tuple(group["betas"]), group["eps"], p.device, p.dtype, steps[i].device)
+                bucket = buckets.setdefault(key, ([], [], [], [], [], []))
+                for target, value in zip(bucket, (p, grads[i], exp_avgs[i], exp_avg_sqs[i], steps[i], group["lr"])):
+                    target.append(value)
+        optimizer._opt_called = True  # what Optimizer.step's wrapper records (LR schedulers check it)
+    for (betas, eps, *_), (params, grads, exp_avgs, exp_avg_sqs, steps, lrs) in buckets.items():
+        _multi_tensor_adam_lrs(params, grads, exp_avgs, exp_avg_sqs, steps, lrs, betas[0], betas[1], eps)
+
+
+def _multi_tensor_adam_lrs(
+    params: List[Tensor], grads: List[Tensor], exp_avgs: List[Tensor], exp_avg_sqs: List[Tensor],
+    steps: List[Tensor], lrs: List[float], beta1: float, beta2: float, eps: float,
+) -> None:
+    """torch.optim.adam._multi_tensor_adam (capturable=False, no weight decay / amsgrad / maximize)
+    with a learning rate per tensor. Args: lists of equal length, params[i] / grads[i] /
+    exp_avgs[i] / exp_avg_sqs[i] of one shape, steps[i] a 0-d float tensor, lrs[i] a float."""
+    if steps[0].is_cpu:  # torch's own trick: one wrapped scalar for the CPU slow path
+        torch._foreach_add_(steps, torch.tensor(1.0, device="cpu"), alpha=1.0)
+    else:
+        torch._foreach_add_(steps, 1)
+    torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+    torch._foreach_mul_(exp_avg_sqs, beta2)
+    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2)
+    counts = [step.item() for step in steps]  # host tensors: no device sync
+    step_size = [(lr / (1 - beta1**t)) * -1 for lr, t in zip(lrs, counts)]
+    bias_correction2_sqrt = [(1 - beta2**t) ** 0.5 for t in counts]
+    denom = torch._foreach_sqrt(exp_avg_sqs)
+    torch._foreach_div_(denom, bias_correction2_sqrt)
+    torch._foreach_add_(denom, eps)
+    torch._foreach_addcdiv_(params, exp_avgs, denom, step_size)

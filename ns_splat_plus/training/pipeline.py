@@ -43,6 +43,8 @@ class SplatPlusPipeline(VanillaPipeline):
         # world_size=1 keeps VanillaPipeline from wrapping the model in DDP
         super().__init__(config, device, test_mode=test_mode, world_size=1, local_rank=local_rank, grad_scaler=grad_scaler)
         self.world_size = world_size
+        if hasattr(self.model, "set_cameras_per_step"):  # the model's strategy counts epochs in steps
+            self.model.set_cameras_per_step(max(1, int(getattr(config.datamanager, "cameras_per_step", 1))))
 
     # --- evaluation (evaluation/): no autograd, eval images streamed, held-out split only -------
 

@@ -144,9 +144,10 @@ def check_training_facts(state: Dict[str, Any], trainer, path: Optional[Path]) -
             f"resume on {saved_world} rank(s) (ns-train --machine.num-devices {saved_world}, or torchrun "
             f"--nproc-per-node {saved_world}), or start a new run",
         )
-    for key in ("scale_schedule", "lr_scaling", "scale_adam_betas", "strategy"):
+    options = {"strategy": "--pipeline.model.strategy", "cameras_per_step": "--pipeline.datamanager.cameras-per-step"}
+    for key in ("scale_schedule", "lr_scaling", "scale_adam_betas", "strategy", "cameras_per_step"):
         if key in saved and saved[key] != now[key]:
-            option = "--pipeline.model.strategy" if key == "strategy" else f"--data-parallel.{key.replace('_', '-')}"
+            option = options.get(key, f"--data-parallel.{key.replace('_', '-')}")
             raise CheckpointError(
                 path,
                 f"it was written with {option} {saved[key]}, this run has {now[key]}",

@@ -139,7 +139,13 @@ class SplatPlusTrainer(Trainer):
             self.pipeline.get_param_groups(),
             check_finite=self.config.pipeline.model.instrumentation,
             step_source=lambda: self.step,
+            fused_adam=self.uses_fused_adam(),
         )
+
+    def uses_fused_adam(self) -> bool:
+        """--pipeline.model.fused-adam, None meaning: on with CUDA (bitwise torch's foreach Adam, its CUDA default)."""
+        option = getattr(self.config.pipeline.model, "fused_adam", None)
+        return self.device.startswith("cuda") if option is None else bool(option)
 
     def train_iteration(self, step: int):
         return optimize(self, step)

@@ -1,0 +1,206 @@
+"""B cameras per step (--pipeline.datamanager.cameras-per-step): one batched render gives the mean
+of the B one-camera losses and gradients, the same densification statistics as the B views one by
+one, identical replicas on 2 ranks, and the schedule scaled for W x B; the splat-plus-fast preset."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+import torch
+
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
+
+from inprocess import build_trainer, close_writers, console_script, small_scene, trainer_config
+from ns_splat_plus import parallel
+from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.method import splat_plus_fast, splat_plus_trainer_config
+from ns_splat_plus.model.render import HOST_IMAGE_SIZE
+from ns_splat_plus.parallel.schedule import effective_batch
+from ns_splat_plus.synthetic import SceneSpec, make_scene
+from ns_splat_plus.training import inputs
+
+B = 3  # not a power of two: the 1/B of the mean is not exact in floating point
+STEP = 25  # SH degree 1 (interval 20) and accumulated statistics
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory):
+    scene = small_scene(tmp_path_factory.mktemp("batch_scene"))
+    config = trainer_config(scene, tmp_path_factory.mktemp("batch_run"), steps=30)
+    config.warmup_steps = 0
+    config.pipeline.datamanager.cameras_per_step = B
+    trainer = build_trainer(config)
+    trainer.pipeline.model.config.background_color = "white"  # not random: the same for 1 and B renders
+    with torch.no_grad():  # anisotropic Gaussians: isotropic ones have quats gradients of rounding noise only
+        scales = trainer.pipeline.model.gauss_params["scales"]
+        scales.add_(0.5 * torch.randn(scales.shape, generator=torch.Generator().manual_seed(3)))
+    for callback in trainer.callbacks:  # sets model.step (SH degree) as the loop does
+        callback.run_callback_at_location(STEP, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+    yield trainer
+    close_writers()
+
+
+def _loss_and_grads(model, camera, batch):
+    """Main loss, the Gaussians' gradients and the rasterizer info of one render of ``camera``."""
+    model.train()
+    model.zero_grad(set_to_none=True)
+    outputs = model.get_outputs(camera)
+    loss = model.get_loss_dict(outputs, batch)["main_loss"]
+    loss.backward()
+    grads = {k: p.grad.detach().clone() for k, p in model.gauss_params.items()}
+    return loss.detach(), grads, model.info
+
+
+@pytest.fixture(scope="module")
+def renders(trainer):
+    """The batched render of the step's B cameras, and each of them rendered alone."""
+    model = trainer.pipeline.model
+    datamanager = trainer.pipeline.datamanager
+    camera, batch = datamanager.next_train(STEP)
+    assert camera.shape[0] == B and batch["image"].shape[0] == B and batch["image"].dtype == torch.uint8
+    expected = parallel.cameras_for_step(STEP, 0, 1, len(datamanager.train_dataset), datamanager.config.train_cameras_sampling_seed, B)
+    assert camera.metadata["cam_idx"] == expected and len(set(expected)) == B
+    batched = _loss_and_grads(model, camera, batch)
+    singles = []
+    for i, index in enumerate(expected):
+        one = datamanager.train_cameras[index : index + 1].to(datamanager.device)
+        one.metadata = {"cam_idx": index, HOST_IMAGE_SIZE: camera.metadata[HOST_IMAGE_SIZE]}
+        singles.append(_loss_and_grads(model, one, {"image": datamanager.cached_train[index]["image"]}))
+        assert torch.equal(batch["image"][i], datamanager.cached_train[index]["image"])
+    return batched, singles
+
+
+def test_batched_loss_and_gradients_are_the_mean_of_the_single_camera_ones(renders):
+    (loss, grads, info), singles = renders
+    assert info["n_cameras"] == B and info["means2d"].shape[0] == B
+    mean_loss = sum(s[0] for s in singles) / B
+    # float32: the batched mean sums B*H*W*3 terms in another order than B separate means
+    assert torch.allclose(loss, mean_loss, rtol=1e-6, atol=0), (loss, mean_loss)
+    assert max(abs(s[0] - mean_loss) for s in singles) > 1e-4  # the cameras differ: a mean, not one of them
+    for name, grad in grads.items():
+        reference = sum(s[1][name] for s in singles) / B
+        scale = reference.abs().max()
+        assert scale > 0, name
+        # the same per-camera terms, summed across cameras in another order: rounding only
+        assert torch.allclose(grad, reference, rtol=1e-4, atol=1e-6 * scale), (name, (grad - reference).abs().max(), scale)
+
+
+def test_densification_statistics_are_the_views_accumulated_one_by_one(trainer, renders):
+    (_, _, info), singles = renders
+    strategy = trainer.pipeline.model.strategy
+    params = trainer.pipeline.model.gauss_params
+    assert strategy.refine_scale2d_stop_iter > 0  # radii are accumulated too
+
+    def fresh():
+        return {"grad2d": None, "count": None, "radii": None}
+
+    batched = fresh()
+    strategy._update_state(params, batched, info)
+    one_by_one = fresh()
+    for _, _, single_info in singles:
+        strategy._update_state(params, one_by_one, single_info)
+    assert torch.equal(batched["count"], one_by_one["count"])
+    assert batched["count"].max() >= 2  # some Gaussian seen by several of the B views
+    assert torch.equal(batched["radii"], one_by_one["radii"])
+    # each view's means2d gradient is 1/B of its alone-gradient, times n_cameras = B (gsplat's rule)
+    scale = one_by_one["grad2d"].max()
+    assert torch.allclose(batched["grad2d"], one_by_one["grad2d"], rtol=1e-4, atol=1e-6 * scale)
+
+
+def test_cameras_for_step_shards_one_permutation():
+    n, seed = 22, 7
+    assert [parallel.cameras_for_step(s, 0, 1, n, seed, 1)[0] for s in range(50)] == [
+        parallel.camera_for_step(s, 0, 1, n, seed) for s in range(50)
+    ]
+    # W=2 ranks x B=3: the 6 cameras of a step are distinct, and the draws follow the one sequence
+    for step in range(3):
+        cams = [c for r in range(2) for c in parallel.cameras_for_step(step, r, 2, n, seed, 3)]
+        assert cams == [parallel.camera_for_step(step * 6 + k, 0, 1, n, seed) for k in range(6)]
+        assert len(set(cams)) == 6
+
+
+def test_schedule_scales_with_ranks_times_cameras():
+    config = splat_plus_trainer_config()
+    config.pipeline.datamanager.cameras_per_step = 2
+    assert effective_batch(config, 2) == 4
+    parallel.scale_schedule(config, effective_batch(config, 2), config.data_parallel)
+    assert config.max_num_iterations == 30000 // 4
+    assert config.pipeline.model.refine_every == 100 // 4
+    means = config.optimizers["means"]
+    assert means["optimizer"].lr == pytest.approx(1.6e-4 * 2)
+    assert means["optimizer"].betas == pytest.approx((0.9**4, 0.999**4))
+    assert means["scheduler"].max_steps == 30000 // 4
+
+
+def test_launch_scales_for_b_cameras_on_one_process(tmp_path):
+    config = splat_plus_fast.config
+    import copy
+
+    config = copy.deepcopy(config)
+    config.machine.device_type = "cpu"
+    plan = parallel.prepare_launch(config)
+    assert plan.world_size == 1
+    assert config.max_num_iterations == 30000 // 4 and config.data_parallel.scaled_for_world_size == 4
+    assert config.optimizers["quats"]["optimizer"].lr == pytest.approx(0.001 * 2)
+    parallel.prepare_launch(config)  # once per config
+    assert config.max_num_iterations == 30000 // 4
+
+
+def test_fast_preset():
+    config = splat_plus_fast.config
+    assert config.method_name == "splat-plus-fast"
+    assert config.pipeline.datamanager.cameras_per_step == 4 and config.pipeline.model.fused_adam is True
+    assert config.max_num_iterations == 30000  # unscaled in the preset: scaled once, at launch
+    assert "4 cameras per step" in splat_plus_fast.description
+
+
+def test_camera_optimizer_with_several_cameras_is_one_error_at_start():
+    config = splat_plus_trainer_config()
+    config.pipeline.datamanager.cameras_per_step = 2
+    inputs.check_options(config)  # fine without them
+    config.pipeline.model.camera_optimizer.mode = "SO3xR3"
+    with pytest.raises(UserInputError, match="cameras-per-step 2 does not work with --pipeline.model.camera-optimizer.mode"):
+        inputs.check_options(config)
+    config.pipeline.model.camera_optimizer.mode = "off"
+    config.pipeline.model.use_bilateral_grid = True
+    with pytest.raises(UserInputError, match="use-bilateral-grid"):
+        inputs.check_options(config)
+
+
+@pytest.mark.slow
+def test_torchrun_two_cpu_ranks_with_two_cameras_each_stay_identical(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    scene = make_scene(tmp_path / "scene", SceneSpec(n_views=24, width=64, height=48))
+    cmd = [
+        console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(port),
+        console_script("ns-train"), "splat-plus", "--data", str(scene), "--output-dir", str(tmp_path / "out"),
+        "--experiment-name", "dp", "--timestamp", "run",
+        "--machine.device-type", "cpu", "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
+        "--logging.local-writer.enable", "False", "--warmup-steps", "0",
+        "--pipeline.datamanager.cameras-per-step", "2",
+        # the one-camera schedule below, for 2 ranks x 2 cameras: 16 steps, refine every 2 from step 2
+        "--max-num-iterations", "64", "--pipeline.model.num-downscales", "0",
+        "--pipeline.model.warmup-length", "8", "--pipeline.model.refine-every", "8",
+        "--data-parallel.replica-check-every", "4",
+        "colmap",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-5000:]
+    assert "schedule for 2 ranks x 2 cameras per step: max_num_iterations 64->16" in output
+    run = tmp_path / "out" / "dp" / "splat-plus" / "run"
+    ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in range(2)]
+    refines = [json.loads(line) for line in (run / "densification.jsonl").read_text().splitlines()]
+    refines = [r for r in refines if r["event"] == "refine"]
+    assert len(refines) >= 2 and refines[-1]["num_gaussians"] != refines[0]["num_gaussians_before"], refines
+    assert ranks[0]["final_step"] == ranks[1]["final_step"] == 15
+    assert ranks[0]["final_num_gaussians"] == ranks[1]["final_num_gaussians"] == refines[-1]["num_gaussians"]
+    assert ranks[0]["final_checksum"] == ranks[1]["final_checksum"]
+    assert all(r["replica_checks_passed"] >= 3 for r in ranks)

@@ -1,0 +1,106 @@
+"""One multi-tensor Adam update for all parameter groups (training/optimizers.py adam_step_all):
+bitwise the numbers of one torch.optim.Adam per group, through densification and schedulers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gsplat.strategy import ops as gsplat_ops
+
+from nerfstudio.engine.optimizers import AdamOptimizerConfig
+from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
+
+from inprocess import assert_bitwise_equal
+from ns_splat_plus.training.optimizers import CheckedOptimizers, adam_fusable, adam_step_all
+
+SHAPES = {"means": (3,), "scales": (3,), "quats": (4,), "features_dc": (3,), "features_rest": (15, 3), "opacities": (1,)}
+LRS = {"means": 1.6e-4, "scales": 0.005, "quats": 0.001, "features_dc": 0.0025, "features_rest": 0.0025 / 20, "opacities": 0.05}
+STEPS = 30
+
+
+def _params(n: int = 50):
+    g = torch.Generator().manual_seed(0)
+    return {k: torch.nn.Parameter(torch.randn(n, *shape, generator=g)) for k, shape in SHAPES.items()}
+
+
+def _grads(params, step: int):
+    g = torch.Generator().manual_seed(1000 + step)
+    return {k: torch.randn(p.shape, generator=g) * 10 ** (step % 5 - 2) for k, p in params.items()}
+
+
+def _run(fused: bool, foreach: bool):
+    """STEPS steps of six Adams (one per group, splatfacto's learning rates, eps 1e-15), a duplicate
+    (gsplat's optimizer-state surgery) at step 10 and a removal at step 20, exponential decay on means."""
+    params = _params()
+    optimizers = {k: torch.optim.Adam([p], lr=LRS[k], eps=1e-15, foreach=foreach) for k, p in params.items()}
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizers["means"], gamma=0.9)
+    state = {"grad2d": torch.zeros(50), "count": torch.zeros(50)}
+    for step in range(STEPS):
+        for k, grad in _grads(params, step).items():
+            params[k].grad = grad
+        if step == 5:
+            params["quats"].grad = None  # a group without gradient this step: not stepped, as torch does
+        if fused:
+            adam_step_all(list(optimizers.values()))
+        else:
+            for optimizer in optimizers.values():
+                optimizer.step()
+        scheduler.step()
+        if step == 10:
+            gsplat_ops.duplicate(params, optimizers, state, torch.arange(len(params["means"])) % 3 == 0)
+        if step == 20:
+            gsplat_ops.remove(params, optimizers, state, torch.arange(len(params["means"])) % 5 == 1)
+    return params, optimizers
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_one_update_is_bitwise_six_adams(foreach):
+    ref_params, ref_opts = _run(fused=False, foreach=foreach)
+    params, opts = _run(fused=True, foreach=foreach)
+    assert params["means"].shape[0] == ref_params["means"].shape[0] != 50  # the surgery happened
+    for k in SHAPES:
+        assert torch.equal(params[k], ref_params[k]), (k, (params[k] - ref_params[k]).abs().max())
+        # per-group state_dict (what checkpoints hold): same keys, same step counts, same moments
+        assert_bitwise_equal(opts[k].state_dict(), ref_opts[k].state_dict(), k)
+    assert opts["means"].param_groups[0]["lr"] == ref_opts["means"].param_groups[0]["lr"] < LRS["means"]
+
+
+def test_only_plain_adam_is_fused():
+    p = torch.nn.Parameter(torch.zeros(3))
+    assert adam_fusable(torch.optim.Adam([p], lr=0.1))
+    assert not adam_fusable(torch.optim.Adam([p], lr=0.1, weight_decay=0.01))
+    assert not adam_fusable(torch.optim.Adam([p], lr=0.1, amsgrad=True))
+    assert not adam_fusable(torch.optim.AdamW([p], lr=0.1))
+    assert not adam_fusable(torch.optim.SGD([p], lr=0.1))
+
+
+def _checked(fused: bool) -> CheckedOptimizers:
+    params = _params()
+    config = {
+        k: {"optimizer": AdamOptimizerConfig(lr=LRS[k], eps=1e-15), "scheduler": None} for k in SHAPES
+    }
+    config["means"]["scheduler"] = ExponentialDecaySchedulerConfig(lr_final=1.6e-6, max_steps=STEPS)
+    config["opacities"]["optimizer"] = AdamOptimizerConfig(lr=0.05, eps=1e-15, max_norm=0.01)  # clipped: own step
+    return CheckedOptimizers(config, {k: [p] for k, p in params.items()}, fused_adam=fused)
+
+
+def test_checked_optimizers_fused_and_per_group_agree_bitwise(monkeypatch):
+    calls = []
+    import ns_splat_plus.training.optimizers as module
+
+    real = module.adam_step_all
+    monkeypatch.setattr(module, "adam_step_all", lambda opts: (calls.append(len(opts)), real(opts)))
+    results = {}
+    for fused in (False, True):
+        optimizers = _checked(fused)
+        scaler = torch.cuda.amp.GradScaler(enabled=False)
+        for step in range(STEPS):
+            grads = _grads({k: o.param_groups[0]["params"][0] for k, o in optimizers.optimizers.items()}, step)
+            for k, optimizer in optimizers.optimizers.items():
+                optimizer.param_groups[0]["params"][0].grad = grads[k]
+            optimizers.optimizer_scaler_step_some(scaler, list(SHAPES))
+            optimizers.scheduler_step_all(step)
+        results[fused] = {k: o.state_dict() for k, o in optimizers.optimizers.items()}
+        results[fused]["params"] = {k: o.param_groups[0]["params"][0].detach() for k, o in optimizers.optimizers.items()}
+    assert calls == [5] * STEPS  # one call per step, for the five unclipped groups
+    assert_bitwise_equal(results[True], results[False], "optimizers")
