@@ -17,6 +17,16 @@ from ns_splat_plus.method import splat_plus_trainer_config
 from ns_splat_plus.synthetic import SceneSpec, make_scene
 
 SMALL_SCENE = SceneSpec(n_views=16, width=48, height=36, focal=42.0)
+CPU_CLI_ARGS = [
+    "--machine.device-type", "cpu",
+    "--vis", "tensorboard",
+    "--viewer.quit-on-train-completion", "True",
+    "--logging.local-writer.enable", "False",
+    "--steps-per-eval-all-images", "100000",
+    "--steps-per-eval-image", "100000",
+    "--pipeline.model.num-downscales", "0",
+]
+"""ns-train options of the CLI tests: CPU, no viewer, no periodic evaluation, full resolution."""
 
 
 def small_scene(out_dir: Path) -> Path:

@@ -19,18 +19,12 @@ import torch
 
 from ns_splat_plus.synthetic import SceneSpec, make_scene
 
-from inprocess import console_script  # noqa: E402
+from inprocess import CPU_CLI_ARGS, console_script  # noqa: E402
 
 SPEC = SceneSpec(n_views=8, width=32, height=24, focal=28.0, n_points=200)
 CPU_ARGS = [
-    "--machine.device-type", "cpu",
-    "--vis", "tensorboard",
-    "--viewer.quit-on-train-completion", "True",
-    "--logging.local-writer.enable", "False",
-    "--steps-per-eval-all-images", "100000",
-    "--steps-per-eval-image", "100000",
+    *CPU_CLI_ARGS,
     "--steps-per-eval-batch", "100000",
-    "--pipeline.model.num-downscales", "0",
 ]
 SPARSE = Path("colmap") / "sparse" / "0"
 

@@ -13,17 +13,11 @@ import torch
 
 from ns_splat_plus.synthetic import SceneSpec, make_scene
 
-from inprocess import console_script  # noqa: E402
+from inprocess import CPU_CLI_ARGS, console_script  # noqa: E402
 
 SCENE = SceneSpec(n_views=24, width=64, height=48)
 CPU_ARGS = [
-    "--machine.device-type", "cpu",
-    "--vis", "tensorboard",
-    "--viewer.quit-on-train-completion", "True",
-    "--logging.local-writer.enable", "False",
-    "--steps-per-eval-all-images", "100000",
-    "--steps-per-eval-image", "100000",
-    "--pipeline.model.num-downscales", "0",
+    *CPU_CLI_ARGS,
     "--pipeline.model.warmup-length", "100",
     "--pipeline.model.refine-every", "50",
     "--pipeline.model.sh-degree-interval", "100",

@@ -74,24 +74,29 @@ def resolve_checkpoint_path(
             raise CheckpointError(
                 load_dir, "this --load-dir is not a directory", "pass the run's nerfstudio_models directory"
             )
-        steps = checkpoint_steps(load_dir)
-        if not steps:
-            raise CheckpointError(
-                load_dir,
-                "no step-<N>.ckpt file in this --load-dir",
-                "pass the run's nerfstudio_models directory (checkpoints are written every --steps-per-save)",
-            )
-        step = steps[-1] if load_step is None else load_step
-        path = load_dir / f"step-{step:09d}.ckpt"
-        if step not in steps:
-            raise CheckpointError(path, "no such file", f"pick one of the saved steps {steps} with --load-step")
-        return path
+        return _step_file(
+            load_dir, load_step, "no step-<N>.ckpt file in this --load-dir",
+            "pass the run's nerfstudio_models directory (checkpoints are written every --steps-per-save)",
+            "with --load-step",
+        )
     if load_checkpoint is not None:
         path = Path(load_checkpoint)
         if not path.is_file():
             raise CheckpointError(path, "no such file", "check the --load-checkpoint path")
         return path
     return None
+
+
+def _step_file(directory: Path, load_step: Optional[int], none_problem: str, none_fix: str, how_to_pick: str) -> Path:
+    """``directory/step-<load_step>.ckpt`` (the newest when None), after checking it exists."""
+    steps = checkpoint_steps(directory) if directory.is_dir() else []
+    if not steps:
+        raise CheckpointError(directory, none_problem, none_fix)
+    step = steps[-1] if load_step is None else load_step
+    path = directory / f"step-{step:09d}.ckpt"
+    if step not in steps:
+        raise CheckpointError(path, "no such file", f"pick one of the saved steps {steps} {how_to_pick}")
+    return path
 
 
 def checked_checkpoint_step(checkpoint_dir: Path, load_step: Optional[int]) -> int:
@@ -102,23 +107,18 @@ def checked_checkpoint_step(checkpoint_dir: Path, load_step: Optional[int]) -> i
     reports a truncated file as a PytorchStreamReader error."""
     import zipfile
 
-    checkpoint_dir = Path(checkpoint_dir)
-    steps = checkpoint_steps(checkpoint_dir) if checkpoint_dir.is_dir() else []
-    if not steps:
-        raise CheckpointError(
-            checkpoint_dir,
-            "the run has no step-<N>.ckpt checkpoint (deleted, or training stopped before it saved one)",
-            "restore the run's nerfstudio_models/ directory, or train again (ns-train saves every --steps-per-save steps and at the end)",
-        )
-    step = steps[-1] if load_step is None else load_step
-    path = checkpoint_dir / f"step-{step:09d}.ckpt"
-    if step not in steps:
-        raise CheckpointError(path, "no such file", f"pick one of the saved steps {steps} with --load-step in config.yml")
+    path = _step_file(
+        Path(checkpoint_dir), load_step,
+        "the run has no step-<N>.ckpt checkpoint (deleted, or training stopped before it saved one)",
+        "restore the run's nerfstudio_models/ directory, or train again (ns-train saves every --steps-per-save steps and at the end)",
+        "with --load-step in config.yml",
+    )
+    step = int(CHECKPOINT_NAME.match(path.name).group(1))
     try:
         # torch.save writes a zip archive: a truncated file has no end-of-central-directory record
         zipfile.ZipFile(path).close()
     except (zipfile.BadZipFile, OSError) as exc:
-        others = [s for s in steps if s != step]
+        others = [s for s in checkpoint_steps(path.parent) if s != step]
         raise CheckpointError(
             path,
             f"the file is damaged or truncated ({exc}; {path.stat().st_size} bytes)",
