@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from ns_splat_plus import parallel
+from ns_splat_plus.parallel import devices, launch
 from ns_splat_plus.parallel.devices import DeviceResolutionError
 from ns_splat_plus.synthetic import SceneSpec, make_scene
 
@@ -390,3 +391,18 @@ def test_two_gpus_train_identical_replicas(tmp_path, launcher):
     assert ranks[0]["final_num_gaussians"] == ranks[1]["final_num_gaussians"]
     assert ranks[0]["final_checksum"] == ranks[1]["final_checksum"]
     assert ranks[0]["final_step"] == 199
+
+
+def test_node_local_groups_follow_the_placement_not_rank_blocks():
+    """SLURM's cyclic distribution puts ranks 0, 2 on node 0 and 1, 3 on node 1: nerfstudio's
+    per-node group must follow SLURM_NODEID, not contiguous blocks of ranks."""
+    from ns_splat_plus.parallel.launch import node_groups
+
+    assert node_groups([0, 1, 0, 1]) == [[0, 2], [1, 3]]  # cyclic
+    assert node_groups([0, 0, 1, 1]) == [[0, 1], [2, 3]]  # block
+    assert node_groups([1, 0, 1, 0, 2]) == [[0, 2], [1, 3], [4]]  # uneven, nodes in order of first rank
+    env = {"SLURM_JOB_ID": "7", "SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NODEID": "0",
+           "SLURM_LOCALID": "1", "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NUM_NODES": "2",
+           "SLURM_STEP_NODELIST": "gpu[01-02]"}
+    plan = devices.resolve_devices(0, "cpu", env, 0)
+    assert (plan.rank, plan.node_rank, plan.local_rank) == (2, 0, 1)  # rank 2 on node 0: cyclic placement
