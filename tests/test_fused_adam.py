@@ -18,23 +18,23 @@ LRS = {"means": 1.6e-4, "scales": 0.005, "quats": 0.001, "features_dc": 0.0025, 
 STEPS = 30
 
 
-def _params(n: int = 50):
+def _params(n: int = 50, device: str = "cpu"):
     g = torch.Generator().manual_seed(0)
-    return {k: torch.nn.Parameter(torch.randn(n, *shape, generator=g)) for k, shape in SHAPES.items()}
+    return {k: torch.nn.Parameter(torch.randn(n, *shape, generator=g).to(device)) for k, shape in SHAPES.items()}
 
 
 def _grads(params, step: int):
     g = torch.Generator().manual_seed(1000 + step)
-    return {k: torch.randn(p.shape, generator=g) * 10 ** (step % 5 - 2) for k, p in params.items()}
+    return {k: (torch.randn(p.shape, generator=g) * 10 ** (step % 5 - 2)).to(p.device) for k, p in params.items()}
 
 
-def _run(fused: bool, foreach: bool):
+def _run(fused: bool, foreach: bool, device: str = "cpu"):
     """STEPS steps of six Adams (one per group, splatfacto's learning rates, eps 1e-15), a duplicate
     (gsplat's optimizer-state surgery) at step 10 and a removal at step 20, exponential decay on means."""
-    params = _params()
+    params = _params(device=device)
     optimizers = {k: torch.optim.Adam([p], lr=LRS[k], eps=1e-15, foreach=foreach) for k, p in params.items()}
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizers["means"], gamma=0.9)
-    state = {"grad2d": torch.zeros(50), "count": torch.zeros(50)}
+    state = {"grad2d": torch.zeros(50, device=device), "count": torch.zeros(50, device=device)}
     for step in range(STEPS):
         for k, grad in _grads(params, step).items():
             params[k].grad = grad
@@ -47,16 +47,16 @@ def _run(fused: bool, foreach: bool):
                 optimizer.step()
         scheduler.step()
         if step == 10:
-            gsplat_ops.duplicate(params, optimizers, state, torch.arange(len(params["means"])) % 3 == 0)
+            gsplat_ops.duplicate(params, optimizers, state, (torch.arange(len(params["means"])) % 3 == 0).to(device))
         if step == 20:
-            gsplat_ops.remove(params, optimizers, state, torch.arange(len(params["means"])) % 5 == 1)
+            gsplat_ops.remove(params, optimizers, state, (torch.arange(len(params["means"])) % 5 == 1).to(device))
     return params, optimizers
 
 
 @pytest.mark.parametrize("foreach", [False, True])
-def test_one_update_is_bitwise_six_adams(foreach):
-    ref_params, ref_opts = _run(fused=False, foreach=foreach)
-    params, opts = _run(fused=True, foreach=foreach)
+def test_one_update_is_bitwise_six_adams(foreach, device="cpu"):
+    ref_params, ref_opts = _run(fused=False, foreach=foreach, device=device)
+    params, opts = _run(fused=True, foreach=foreach, device=device)
     assert params["means"].shape[0] == ref_params["means"].shape[0] != 50  # the surgery happened
     for k in SHAPES:
         assert torch.equal(params[k], ref_params[k]), (k, (params[k] - ref_params[k]).abs().max())
@@ -104,3 +104,10 @@ def test_checked_optimizers_fused_and_per_group_agree_bitwise(monkeypatch):
         results[fused]["params"] = {k: o.param_groups[0]["params"][0].detach() for k, o in optimizers.optimizers.items()}
     assert calls == [5] * STEPS  # one call per step, for the five unclipped groups
     assert_bitwise_equal(results[True], results[False], "optimizers")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_one_update_is_bitwise_six_adams_on_cuda():
+    """torch's default Adam on CUDA is the foreach one: the fused update must match it bitwise there too."""
+    test_one_update_is_bitwise_six_adams(foreach=True, device="cuda")
