@@ -169,17 +169,18 @@ class SplatPlusDataManager(FullImageDatamanager):
         return camera, batch
 
     def _stacked(self, key: str, values: List[torch.Tensor]) -> torch.Tensor:
-        """``values`` stacked [B', ...] on the device. Images cached on the device are stacked into
-        a buffer reused across steps (no per-step allocation; the step that reads it ends before the
-        next one writes it, on one stream); host images go over non-blocking, still as uint8."""
-        if values[0].device != torch.device(self.device):
-            return torch.stack(values).to(self.device, non_blocking=True)
+        """``values`` stacked [B', ...] on the device, in a buffer reused across steps (the step that
+        reads it ends before the next one writes it, on one stream). Each host image goes over on its
+        own, non-blocking from pinned memory, still as uint8: stacking on the host first would copy
+        the step's images once more and make the transfer synchronous (pageable memory)."""
+        device = torch.device(self.device)
+        on_device = [v.to(device, non_blocking=True) for v in values]
         shape = (len(values), *values[0].shape)
         buffers = self.__dict__.setdefault("_batch_buffers", {})
         buffer = buffers.get(key)
-        if buffer is None or buffer.shape != shape or buffer.dtype != values[0].dtype:
-            buffer = buffers[key] = torch.empty(shape, dtype=values[0].dtype, device=values[0].device)
-        return torch.stack(values, out=buffer)
+        if buffer is None or buffer.shape != shape or buffer.dtype != values[0].dtype or buffer.device != device:
+            buffer = buffers[key] = torch.empty(shape, dtype=values[0].dtype, device=device)
+        return torch.stack(on_device, out=buffer)
 
 
     @cached_property
