@@ -49,7 +49,10 @@ def image_metrics(model, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]) -
             psnr, ssim = model.psnr(gt, pred), model.ssim(gt, pred)
         lpips = None
         if model.lpips is not None:
-            lpips = float(model.lpips(gt.to(model.device), pred.to(model.device)))
+            # nerfstudio's ns-train sets cudnn.benchmark, whose algorithm search for AlexNet at full
+            # resolution can take gigabytes of workspace: heuristics instead, as for any one-off input size
+            with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, benchmark=False):
+                lpips = float(model.lpips(gt.to(model.device), pred.to(model.device)))
         return {f"{prefix}psnr": float(psnr.item()), f"{prefix}ssim": float(ssim), f"{prefix}lpips": lpips}
 
     metrics = score(predicted_rgb, "")
