@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from ns_splat_plus import parallel
-from ns_splat_plus.parallel import devices, launch
+from ns_splat_plus.parallel import devices
 from ns_splat_plus.parallel.devices import DeviceResolutionError
 from ns_splat_plus.synthetic import SceneSpec, make_scene
 

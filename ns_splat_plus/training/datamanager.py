@@ -134,11 +134,12 @@ class SplatPlusDataManager(FullImageDatamanager):
         return data
 
     def _upcoming_images(self, step: int) -> List[int]:
-        """The images of the next steps (the next one first), as many as the stream buffer can hold."""
-        ahead = max(1, self.config.stream_buffer - 1) if self._image_plan.mode == "stream" else 1
+        """The images of the next steps (the next step's B first), as many as the stream buffer can hold."""
+        per_step = max(1, self.config.cameras_per_step)
+        ahead = max(1, (self.config.stream_buffer - per_step) // per_step) if self._image_plan.mode == "stream" else 1
         world_size, rank = collectives.get_world_size(), collectives.get_rank()
         n, seed = len(self.train_dataset), self.config.train_cameras_sampling_seed
-        return [camera_for_step(step + k, rank, world_size, n, seed) for k in range(1, ahead + 1)]
+        return [i for k in range(1, ahead + 1) for i in cameras_for_step(step + k, rank, world_size, n, seed, per_step)]
 
     def get_train_rays_per_batch(self) -> int:
         # upstream reads cached_train[0], a decode per call when streaming
@@ -156,10 +157,12 @@ class SplatPlusDataManager(FullImageDatamanager):
         sizes = self._train_image_sizes
         indices = [i for i in indices if sizes[i] == sizes[indices[0]]]  # one render size per step
         self._step_image_size, self._step_image_count = sizes[indices[0]], len(indices)  # for an OOM message
-        cached = self.cached_train
+        self.cached_train  # noqa: B018 (loads the images and the prefetcher first)
+        datas = [self._prefetcher.get(i) for i in indices]  # images on the device, copied one step ahead
+        self._prefetcher.prefetch(self._upcoming_images(step), count=self.config.cameras_per_step)
         batch: Dict = {}
-        for key, value in cached[indices[0]].items():
-            values = [cached[i][key] for i in indices]
+        for key, value in datas[0].items():
+            values = [d[key] for d in datas]
             batch[key] = self._stacked(key, values) if isinstance(value, torch.Tensor) else values
         camera = self.train_cameras[torch.tensor(indices)].to(self.device)
         if camera.metadata is None:

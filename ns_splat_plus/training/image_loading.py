@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import time
 from typing import Optional
 
@@ -51,19 +52,14 @@ def load_train_images(datamanager):
         plan = dataclasses.replace(plan, workers=image_memory.default_workers(config.max_thread_workers))
     CONSOLE.print(plan.describe())
 
-    def decode(idx: int):
-        data, _ = image_memory.decode_train_image(dataset, originals[idx].reshape(()), idx, config.cache_images_type)
+    def decode(idx: int, record_intrinsics: bool = False):
+        data, K = image_memory.decode_train_image(dataset, originals[idx].reshape(()), idx, config.cache_images_type)
+        if record_intrinsics and K is not None:  # as _load_images: the intrinsics of the image actually decoded
+            image_memory.set_intrinsics(dataset.cameras, idx, K, data["image"].shape[0], data["image"].shape[1])
         return data
 
     if plan.mode == "host":
-
-        def decode_and_record(idx: int):
-            data, K = image_memory.decode_train_image(dataset, originals[idx].reshape(()), idx, config.cache_images_type)
-            if K is not None:  # as _load_images: the intrinsics of the image actually decoded
-                image_memory.set_intrinsics(dataset.cameras, idx, K, data["image"].shape[0], data["image"].shape[1])
-            return data
-
-        store = load_host_images(decode_and_record, len(dataset), plan.workers, pin=plan.pinned)
+        store = load_host_images(functools.partial(decode, record_intrinsics=True), len(dataset), plan.workers, pin=plan.pinned)
     else:
         image_memory.undistort_cameras_without_decoding(dataset.cameras, originals)
         store = StreamingImageStore(decode, len(dataset), plan.workers, plan.buffered, pin=cuda)

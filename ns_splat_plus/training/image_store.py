@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Tuple
 
 import torch
 from rich.progress import track
@@ -133,13 +133,14 @@ class StreamingImageStore:
 
 
 class DevicePrefetcher:
-    """The image of a step on ``device``, copied one step ahead.
+    """The images of a step on ``device``, copied one step ahead.
 
-    :meth:`get` returns image ``idx`` (the prefetched copy when :meth:`prefetch` was called with
-    the same index, else a copy made now); :meth:`prefetch` starts the copy of the next step's
-    image. On CUDA the copy runs on a side stream (``non_blocking`` from pinned memory, so it
-    overlaps the current step's kernels) and the compute stream waits on its event; on the CPU only
-    the store is asked to prepare the image. Only ``image`` moves, as in nerfstudio's ``next_train``.
+    :meth:`get` returns image ``idx`` (the prefetched copy when :meth:`prefetch` named it, else a
+    copy made now); :meth:`prefetch` starts the copies of the next step's images (B of them with
+    several cameras per step). On CUDA the copies run on a side stream (``non_blocking`` from pinned
+    memory, so they overlap the current step's kernels) and the compute stream waits on their
+    events; on the CPU only the store is asked to prepare the images. Only ``image`` moves, as in
+    nerfstudio's ``next_train``.
     """
 
     def __init__(self, store, device) -> None:
@@ -147,7 +148,8 @@ class DevicePrefetcher:
         self.device = torch.device(device)
         self._cuda = self.device.type == "cuda"
         self._stream = torch.cuda.Stream(device=self.device) if self._cuda else None
-        self._pending: Optional[Tuple[int, Dict[str, torch.Tensor], object, Dict[str, torch.Tensor]]] = None
+        # idx -> (data on the device, event, host data kept referenced until the copy is consumed)
+        self._pending: Dict[int, Tuple[Dict[str, torch.Tensor], object, Dict[str, torch.Tensor]]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -164,9 +166,9 @@ class DevicePrefetcher:
         return data, event, host  # host: kept referenced until the copy is consumed
 
     def get(self, idx: int) -> Dict[str, torch.Tensor]:
-        pending, self._pending = self._pending, None
-        if pending is not None and pending[0] == idx:
-            _, data, event, _host = pending
+        pending = self._pending.pop(idx, None)
+        if pending is not None:
+            data, event, _host = pending
             self.hits += 1
         else:
             data, event, _host = self._copy(idx)
@@ -179,15 +181,20 @@ class DevicePrefetcher:
             data["image"].record_stream(compute)
         return data
 
-    def prefetch(self, upcoming: Iterable[int]) -> None:
-        """``upcoming``: the image indices of the next steps, the next one first."""
+    def prefetch(self, upcoming: Iterable[int], count: int = 1) -> None:
+        """``upcoming``: the image indices of the next steps, the next step's ``count`` first."""
         upcoming = list(upcoming)
         for idx in upcoming:
             self.store.request(idx)  # streaming: decode ahead in the background
-        if not upcoming or not self._cuda:
+        if not self._cuda:
             return
-        nxt = upcoming[0]
-        if self._pending is not None and self._pending[0] == nxt:
-            return
-        if self.store.ready(nxt):  # never block this step on the next step's decode
-            self._pending = (nxt, *self._copy(nxt))
+        nxt = upcoming[:count]
+        for idx in [i for i in self._pending if i not in nxt]:  # a guess that was not taken (e.g. after warmup)
+            del self._pending[idx]
+        for idx in nxt:
+            if idx not in self._pending and self.store.ready(idx):  # never block this step on the next's decode
+                self._pending[idx] = self._copy(idx)
+
+    def clear(self) -> None:
+        """Drop the prefetched copies (after an out-of-memory error)."""
+        self._pending.clear()

@@ -43,7 +43,7 @@ def free_after_oom(trainer: Any) -> None:
         model.info = {}
     prefetcher = getattr(trainer.pipeline.datamanager, "_prefetcher", None)
     if prefetcher is not None:
-        prefetcher._pending = None
+        prefetcher.clear()
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
