@@ -27,11 +27,14 @@ def main() -> None:
     parser.add_argument("--large", action="store_true", help="a benchmark scene (ns_splat_plus.synthetic_large)")
     parser.add_argument("--gaussians", type=int, default=1_000_000, help="--large: ground-truth Gaussians")
     parser.add_argument("--device", default="cuda", help="--large: cuda (gsplat) or cpu (reference, tiny sizes)")
+    parser.add_argument("--writers", type=int, default=4, help="--large: JPEG encoder threads")
     args = parser.parse_args()
     if args.large:
         from ns_splat_plus.synthetic_large import make_large_scene
 
-        make_large_scene(args.out_dir, args.views, args.width, args.height, args.gaussians, args.device, seed=args.seed)
+        make_large_scene(
+            args.out_dir, args.views, args.width, args.height, args.gaussians, args.device, seed=args.seed, writers=args.writers
+        )
         return
     spec = SceneSpec(n_views=args.views, width=args.width, height=args.height, seed=args.seed)
     out = make_scene(args.out_dir, spec, with_points=not args.no_points)

@@ -137,3 +137,56 @@ class GpuBusyWindow:
         out.update(self.summary or {"gpu_busy_ms": None, "steps_profiled": 0})
         out["note"] = self.note
         return out
+
+
+class GpuBusySeries:
+    """A :class:`GpuBusyWindow` of ``steps`` iterations every ``every`` iterations from ``first``: GPU busy
+    time along a run whose Gaussian count changes (scripts/gaussian_scaling.py).
+
+    Each window records the Gaussian count when it opened (``num_points_fn()``); a window is summarised
+    when it closes, between two iterations, outside the timed block of either.
+    """
+
+    def __init__(self, device, every: int, steps: int, first: int = 0, num_points_fn=None) -> None:
+        if every <= steps:
+            raise ValueError(f"GPU busy windows every {every} steps cannot be {steps} steps long")
+        self.device, self.every, self.steps, self.first = device, every, steps, first
+        self.num_points_fn = num_points_fn or (lambda: None)
+        self.active: Optional[GpuBusyWindow] = None
+        self.active_gaussians: Optional[int] = None
+        self.windows: list = []
+        self.last_step: Optional[int] = None
+
+    def begin(self, step: int) -> None:
+        if self.last_step is not None and step <= self.last_step:
+            # an in-process warmup replays steps: forget what was profiled from here on
+            if self.active is not None and self.active.profiler is not None:
+                self.active._abort()
+            self.active = None
+            self.windows = [w for w in self.windows if w["window"][0] < step]
+        self.last_step = step
+        if self.active is None and step >= self.first and (step - self.first) % self.every == 0:
+            self.active = GpuBusyWindow(self.device, step, self.steps)
+            self.active_gaussians = self.num_points_fn()
+        if self.active is not None:
+            self.active.begin(step)
+
+    def end(self, step: int) -> None:
+        if self.active is None:
+            return
+        self.active.end(step)
+        if self.active.done is not None or not self.active.cuda:
+            self._close()
+
+    def _close(self) -> None:
+        window, self.active = self.active, None
+        window.finish()
+        self.windows.append({**window.as_dict(), "gaussians": self.active_gaussians})
+
+    def finish(self) -> None:
+        if self.active is not None and self.active.profiler is not None:
+            self._close()
+        self.active = None
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"every": self.every, "steps": self.steps, "first": self.first, "windows": self.windows}

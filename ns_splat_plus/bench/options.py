@@ -20,13 +20,16 @@ GPU_BUSY_STEPS_ENV = "NS_SPLAT_PLUS_BENCH_GPU_BUSY_STEPS"
 """N > 0: torch.profiler (CUDA activity only) over N training steps: GPU busy time per step."""
 GPU_BUSY_START_ENV = "NS_SPLAT_PLUS_BENCH_GPU_BUSY_START"
 """First profiled step (default: the window centred on the timed steps, never before the skip)."""
+GPU_BUSY_EVERY_ENV = "NS_SPLAT_PLUS_BENCH_GPU_BUSY_EVERY"
+"""N > 0 (with GPU_BUSY_STEPS): a profiled window every N steps instead of one: GPU busy time along
+the run, each window with the Gaussian count it saw (scripts/gaussian_scaling.py)."""
 SKIP_ENV = "NS_SPLAT_PLUS_BENCH_SKIP_STEPS"
 """Steps the benchmark leaves out of its statistics (the GPU-busy window starts after them)."""
 EVAL_MEMORY_ENV = "NS_SPLAT_PLUS_BENCH_EVAL_MEMORY"
 """1: peak device memory of training and of in-training evaluation in separate windows
 (splat-plus's memory tracker; used by scripts/measure_eval_memory.py)."""
 PROGRESS_PREFIX = "[bench]"
-OPTION_ENVS = (TOGGLE_ENV, GPU_BUSY_STEPS_ENV, GPU_BUSY_START_ENV, SKIP_ENV, EVAL_MEMORY_ENV)
+OPTION_ENVS = (TOGGLE_ENV, GPU_BUSY_STEPS_ENV, GPU_BUSY_START_ENV, GPU_BUSY_EVERY_ENV, SKIP_ENV, EVAL_MEMORY_ENV)
 
 
 def _int_env(name: str, default: int = 0) -> int:
@@ -41,6 +44,7 @@ class ProbeOptions:
     toggle_every: int = 0
     gpu_busy_steps: int = 0
     gpu_busy_start: Optional[int] = None
+    gpu_busy_every: int = 0
     skip_steps: int = 0
     eval_memory: bool = False
     # per-section host timers (scripts/profile_step.py): the folder for profile.rank<k>.json, or None
@@ -57,6 +61,7 @@ class ProbeOptions:
             toggle_every=_int_env(TOGGLE_ENV),
             gpu_busy_steps=_int_env(GPU_BUSY_STEPS_ENV),
             gpu_busy_start=int(start) if start else None,
+            gpu_busy_every=_int_env(GPU_BUSY_EVERY_ENV),
             skip_steps=_int_env(SKIP_ENV),
             eval_memory=_int_env(EVAL_MEMORY_ENV) > 0,
         )
@@ -70,6 +75,8 @@ class ProbeOptions:
             out[GPU_BUSY_STEPS_ENV] = str(self.gpu_busy_steps)
         if self.gpu_busy_start is not None:
             out[GPU_BUSY_START_ENV] = str(self.gpu_busy_start)
+        if self.gpu_busy_every:
+            out[GPU_BUSY_EVERY_ENV] = str(self.gpu_busy_every)
         if self.skip_steps:
             out[SKIP_ENV] = str(self.skip_steps)
         if self.eval_memory:

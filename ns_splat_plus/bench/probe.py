@@ -87,13 +87,21 @@ def probe_trainer_class(base: type) -> type:
             if self.bench_memory is not None:
                 self.callbacks.insert(0, callback(before, self.bench_memory.start_training_window))
             self.bench_gpu_busy = None
-            if options.gpu_busy_steps > 0:
+            if options.gpu_busy_steps > 0 and options.gpu_busy_every > 0:
+                from ns_splat_plus.bench.gpu_busy import GpuBusySeries
+
+                first = options.gpu_busy_start if options.gpu_busy_start is not None else options.skip_steps
+                self.bench_gpu_busy = GpuBusySeries(
+                    device, options.gpu_busy_every, options.gpu_busy_steps, first, self._bench_num_points
+                )
+            elif options.gpu_busy_steps > 0:
                 from ns_splat_plus.bench.gpu_busy import GpuBusyWindow, default_window_start
 
                 start = options.gpu_busy_start
                 if start is None:
                     start = default_window_start(options.skip_steps, max_steps, options.gpu_busy_steps)
                 self.bench_gpu_busy = GpuBusyWindow(device, start, options.gpu_busy_steps)
+            if self.bench_gpu_busy is not None:
                 self.callbacks.insert(0, callback(before, self.bench_gpu_busy.begin))
                 self.callbacks.append(callback(after, self.bench_gpu_busy.end))
             if options.toggle_every > 0:
@@ -176,7 +184,8 @@ def probe_trainer_class(base: type) -> type:
             gpu_busy = getattr(self, "bench_gpu_busy", None)
             if gpu_busy is not None:
                 gpu_busy.finish()
-                payload["gpu_busy"] = gpu_busy.as_dict()
+                # one window: "gpu_busy" (the benchmark's figure); a series: "gpu_busy_series"
+                payload["gpu_busy_series" if hasattr(gpu_busy, "windows") else "gpu_busy"] = gpu_busy.as_dict()
             memory = getattr(self, "bench_memory", None)
             if memory is not None:
                 memory.observe_training()

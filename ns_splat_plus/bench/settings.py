@@ -54,6 +54,7 @@ class BenchmarkSettings:
     concurrent_quality: bool = False
     gpu_busy_steps: int = 0  # > 0: GPU busy time per step, torch.profiler over this many steps
     gpu_busy_start: Optional[int] = None  # first profiled step (default: centred on the timed steps)
+    gpu_busy_every: int = 0  # > 0: a profiled window every N steps (scripts/gaussian_scaling.py)
 
     @property
     def effective_skip(self) -> int:

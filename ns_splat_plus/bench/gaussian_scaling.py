@@ -1,0 +1,189 @@
+"""Step time, GPU busy time and peak device memory against the Gaussian count, from one train probe.
+
+Entry points: :func:`count_segments` (a probe's iterations cut where the Gaussian count changes, one
+row per stretch between two refines), :func:`memory_fit` (bytes per Gaussian), :func:`scaling_summary`
+(both, plus the run's totals), :func:`markdown` and :func:`plot` (the report of
+``scripts/gaussian_scaling.py``).
+
+The probe (:mod:`.probe`) records, per iteration, the Gaussian count after it, its peak device memory
+(``torch.cuda.max_memory_allocated``, reset before every iteration) and its start on the GPU timeline;
+with ``gpu_busy_every`` it also profiles a window of steps every N steps (:class:`.gpu_busy.GpuBusySeries`).
+An iteration that refines is the first of its segment (the count it records is the new one): its time
+and peak are reported apart (``refine_*``), not mixed into the steady figures.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Dict, List, Optional, Sequence
+
+GIB = 1024**3
+
+
+def _profiled(step: int, windows: Sequence[Dict[str, Any]]) -> bool:
+    # the profiler starts before a window's first step and stops after its last: neighbours are slower too
+    return any(w["window"][0] - 1 <= step <= w["window"][1] for w in windows)
+
+
+def count_segments(probe: Dict[str, Any], min_steps: int = 3) -> List[Dict[str, Any]]:
+    """One row per run of consecutive iterations with the same Gaussian count.
+
+    Args:
+        probe: a train probe's JSON (``steps``, ``gaussians``, ``peak_bytes``, ``gpu_interval_ms`` or
+            ``host_begin_s``, optional ``gpu_busy_series``), all lists of equal length [iterations].
+        min_steps: segments with fewer steady iterations than this are dropped (too few for a median).
+
+    Returns:
+        rows with ``gaussians``, ``first_step``, ``last_step``, ``steady_steps``, ``step_ms_median``
+        (steady iterations: not the refine, not profiled), ``peak_bytes`` (max over steady iterations),
+        ``refine_step_ms`` / ``refine_peak_bytes`` (the iteration that refined into this count),
+        ``gpu_busy_ms`` (a profiled window inside the segment, else None).
+    """
+    steps: List[int] = probe.get("steps") or []
+    counts: List[Optional[int]] = probe.get("gaussians") or []
+    peaks: List[Optional[int]] = probe.get("peak_bytes") or []
+    interval = probe.get("gpu_interval_ms")
+    if not interval:
+        begin = probe.get("host_begin_s") or []
+        interval = [(begin[i + 1] - begin[i]) * 1000.0 for i in range(len(begin) - 1)]
+    windows = [w for w in (probe.get("gpu_busy_series") or {}).get("windows", []) if w.get("steps_profiled")]
+    n = min(len(steps), len(counts), len(peaks))
+    rows: List[Dict[str, Any]] = []
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and counts[j + 1] == counts[i]:
+            j += 1
+        steady = [k for k in range(i + 1, j + 1) if not _profiled(steps[k], windows)]
+        times = [interval[k] for k in steady if k < len(interval)]
+        steady_peaks = [peaks[k] for k in steady if peaks[k] is not None]
+        if counts[i] is not None and len(times) >= min_steps:
+            busy = [w for w in windows if steps[i] <= w["window"][0] <= steps[j] and w.get("gaussians") == counts[i]]
+            rows.append({
+                "gaussians": counts[i],
+                "first_step": steps[i],
+                "last_step": steps[j],
+                "steady_steps": len(times),
+                "step_ms_median": statistics.median(times),
+                "peak_bytes": max(steady_peaks) if steady_peaks else None,
+                "refine_step_ms": interval[i] if i > 0 and i < len(interval) else None,
+                "refine_peak_bytes": peaks[i] if i > 0 else None,
+                "gpu_busy_ms": statistics.fmean(w["gpu_busy_ms"] for w in busy) if busy else None,
+            })  # fmt: skip
+        i = j + 1
+    return rows
+
+
+def memory_fit(rows: Sequence[Dict[str, Any]]) -> Dict[str, Optional[float]]:
+    """Least-squares line through (Gaussians, steady peak bytes): the slope is the device memory each
+    Gaussian adds (parameters, gradients, Adam state, strategy statistics, rasterizer buffers that grow
+    with it); the intercept is what does not grow with it (images on the device, workspaces)."""
+    points = [(float(r["gaussians"]), float(r["peak_bytes"])) for r in rows if r.get("peak_bytes") is not None]
+    out: Dict[str, Optional[float]] = {"bytes_per_gaussian": None, "fixed_bytes": None, "points": len(points)}
+    if len(points) < 2 or len({x for x, _ in points}) < 2:
+        return out
+    mean_x = statistics.fmean(x for x, _ in points)
+    mean_y = statistics.fmean(y for _, y in points)
+    sxx = sum((x - mean_x) ** 2 for x, _ in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx
+    out["bytes_per_gaussian"] = slope
+    out["fixed_bytes"] = mean_y - slope * mean_x
+    return out
+
+
+def scaling_summary(probe: Dict[str, Any], label: str = "") -> Dict[str, Any]:
+    """Rows, the memory fit and the run's totals (train wall, largest count, its peak per Gaussian)."""
+    rows = count_segments(probe)
+    largest = max(rows, key=lambda r: r["gaussians"]) if rows else None
+    refines = [r["refine_step_ms"] for r in rows if r.get("refine_step_ms") is not None]
+    peaks = [p for p in (probe.get("peak_bytes") or []) if p is not None]
+    return {
+        "label": label,
+        "train_s": probe.get("train_s"),
+        "error": probe.get("error"),
+        "max_gaussians": largest["gaussians"] if largest else None,
+        "train_peak_bytes": max(peaks) if peaks else None,
+        "peak_bytes_per_gaussian_at_max": (
+            largest["peak_bytes"] / largest["gaussians"] if largest and largest.get("peak_bytes") else None
+        ),
+        "refine_step_ms_total": sum(refines) if refines else None,
+        "fit": memory_fit(rows),
+        "rows": rows,
+        "environment": probe.get("environment"),
+        "host_peak_rss_bytes": probe.get("host_peak_rss_bytes"),
+    }
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def markdown(summaries: Sequence[Dict[str, Any]]) -> str:
+    """One totals table over the runs, then each run's rows."""
+    lines = [
+        "| run | train wall (s) | max Gaussians | train peak (GiB) | peak bytes / Gaussian at max | "
+        "fitted bytes / Gaussian | fixed (GiB) | refine iterations, total (ms) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        fit = s["fit"]
+        lines.append(
+            f"| {s['label']} | {_fmt(s['train_s'], '.1f')} | {_fmt(s['max_gaussians'], ',')} | "
+            f"{_fmt(s['train_peak_bytes'] and s['train_peak_bytes'] / GIB, '.2f')} | "
+            f"{_fmt(s['peak_bytes_per_gaussian_at_max'], '.0f')} | {_fmt(fit['bytes_per_gaussian'], '.0f')} | "
+            f"{_fmt(fit['fixed_bytes'] and fit['fixed_bytes'] / GIB, '.2f')} | {_fmt(s['refine_step_ms_total'], '.0f')} |"
+        )
+    for s in summaries:
+        lines += ["", f"**{s['label']}**: per stretch between refines", "",
+                  "| Gaussians | steps | median step (ms) | GPU busy (ms/step) | peak (GiB) | refine step (ms) |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for r in s["rows"]:
+            lines.append(
+                f"| {r['gaussians']:,} | {r['first_step']}-{r['last_step']} | {_fmt(r['step_ms_median'], '.2f')} | "
+                f"{_fmt(r['gpu_busy_ms'], '.2f')} | {_fmt(r['peak_bytes'] and r['peak_bytes'] / GIB, '.2f')} | "
+                f"{_fmt(r['refine_step_ms'], '.1f')} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot(summaries: Sequence[Dict[str, Any]], path, title: str = "") -> None:
+    """Step time and GPU busy time (left), steady peak memory (right) against the Gaussian count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for index, s in enumerate(summaries):
+        color = plt.get_cmap("tab10")(index % 10)
+        rows = s["rows"]
+        millions = [r["gaussians"] / 1e6 for r in rows]
+        ax_time.plot(millions, [r["step_ms_median"] for r in rows], "o-", color=color, ms=3, label=f"{s['label']}: step (wall)")
+        busy = [(r["gaussians"] / 1e6, r["gpu_busy_ms"]) for r in rows if r["gpu_busy_ms"] is not None]
+        if busy:
+            ax_time.plot(*zip(*busy), "s--", color=color, ms=4, label=f"{s['label']}: GPU busy")
+        mem = [(r["gaussians"] / 1e6, r["peak_bytes"] / GIB) for r in rows if r["peak_bytes"] is not None]
+        if mem:
+            ax_mem.plot(*zip(*mem), "o-", color=color, ms=3, label=s["label"])
+        fit = s["fit"]
+        if fit["bytes_per_gaussian"] is not None and millions:
+            xs = [0.0, max(millions)]
+            ax_mem.plot(xs, [(fit["fixed_bytes"] + x * 1e6 * fit["bytes_per_gaussian"]) / GIB for x in xs], ":",
+                        color=color, label=f"fit: {fit['bytes_per_gaussian']:.0f} B/Gaussian")  # fmt: skip
+    ax_time.set_xlabel("Gaussians (millions)")
+    ax_time.set_ylabel("ms per step")
+    ax_time.set_title("step time and GPU busy time")
+    if ax_time.lines:
+        ax_time.legend(fontsize=7)
+    ax_mem.set_xlabel("Gaussians (millions)")
+    ax_mem.set_ylabel("peak device memory per step (GiB)")
+    ax_mem.set_title("training peak memory")
+    if ax_mem.lines:
+        ax_mem.legend(fontsize=7)
+    else:
+        ax_mem.text(0.5, 0.5, "no device memory figures (CPU run)", ha="center", transform=ax_mem.transAxes)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
