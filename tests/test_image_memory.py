@@ -229,3 +229,65 @@ def test_large_scene_is_read_by_nerfstudios_colmap_dataparser(tmp_path):
 
     pixels = np.asarray(Image.open(train.image_filenames[0]))
     assert pixels.shape == (48, 64, 3) and pixels.std() > 10  # content, not a blank frame
+
+
+# --- pinned host memory in blocks --------------------------------------------------------------------
+
+
+def test_pinned_slabs_pack_images_into_a_few_blocks():
+    from ns_splat_plus.training.image_store import PinnedSlabs, slab_size_for
+
+    # 875 images of 3840x2160x3 bytes: 1 GiB blocks of 43 (21 GiB), not 875 blocks of 32 MiB (27.3 GiB)
+    assert slab_size_for(3840 * 2160 * 3, 875) == 1 << 30
+    assert slab_size_for(2400, 7) == 8192 and slab_size_for(100, 1) == 128
+
+    slabs = PinnedSlabs(slab_bytes=4096, pin=False)  # the same layout as pinned, in ordinary memory
+    images = [torch.full((10, 100), i, dtype=torch.uint8) for i in range(10)]  # 1000 bytes each
+    copies = [slabs.copy_in(image) for image in images]
+    assert all(torch.equal(a, b) for a, b in zip(images, copies))
+    # 1000 bytes aligned to 1024: four images per 4096-byte block, not one (power-of-two) block each
+    assert len(slabs.slabs) == 3 and slabs.reserved_bytes == 3 * 4096
+    storages = {c.untyped_storage().data_ptr() for c in copies}
+    assert len(storages) == 3
+    floats = slabs.copy_in(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    assert floats.dtype == torch.float32 and floats.data_ptr() % 4 == 0 and floats[1, 2] == 5.0
+    big = slabs.copy_in(torch.ones(5000, dtype=torch.uint8))  # larger than a block: a block of its own
+    assert big.numel() == 5000 and slabs.slabs[-1].numel() == 8192
+    assert all(torch.equal(a, b) for a, b in zip(images, copies))  # later copies overwrote nothing
+
+
+def test_pinned_host_images_share_blocks_sized_to_the_dataset(monkeypatch):
+    from ns_splat_plus.training import image_store
+
+    class Unpinned(image_store.PinnedSlabs):  # no CUDA here: same code path, ordinary memory
+        def __init__(self, slab_bytes, pin=True):
+            super().__init__(slab_bytes, pin=False)
+
+    monkeypatch.setattr(image_store, "PinnedSlabs", Unpinned)
+    rng = np.random.default_rng(0)
+    pixels = [torch.from_numpy(rng.integers(0, 255, (20, 40, 3), dtype=np.uint8)) for _ in range(7)]  # 2400 bytes
+    decoded = []
+
+    def decode(idx):
+        decoded.append(idx)
+        return {"image": pixels[idx].clone(), "image_idx": idx}
+
+    store = image_store.load_host_images(decode, 7, workers=3, pin=True)
+    assert sorted(decoded) == list(range(7))  # each image decoded once
+    assert all(torch.equal(store[i]["image"], pixels[i]) for i in range(7))
+    # alone, each would take 4096 bytes (28,672 in all); three per 8192-byte block: 24,576
+    assert store.slabs is not None and len(store.slabs.slabs) == 3 and store.slabs.reserved_bytes == 24576
+    plain = image_store.load_host_images(decode, 7, workers=3, pin=False)
+    assert plain.slabs is None and torch.equal(plain[3]["image"], pixels[3])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_pinned_host_images_are_page_locked_without_per_image_rounding():
+    from ns_splat_plus.training.image_store import load_host_images
+
+    shape = (700, 1000, 3)  # 2.1 MB: a pinned allocation of its own would take 4 MiB
+    store = load_host_images(lambda i: {"image": torch.full(shape, i, dtype=torch.uint8)}, 12, workers=4, pin=True)
+    assert all(store[i]["image"].is_pinned() and int(store[i]["image"][0, 0, 0]) == i for i in range(12))
+    total = 12 * 700 * 1000 * 3
+    assert total <= store.slabs.reserved_bytes <= (32 << 20) < 12 * (4 << 20)

@@ -183,7 +183,10 @@ def probe_trainer_class(base: type) -> type:
                 payload.update(recorder.as_dict())
             gpu_busy = getattr(self, "bench_gpu_busy", None)
             if gpu_busy is not None:
-                gpu_busy.finish()
+                try:
+                    gpu_busy.finish()
+                except RuntimeError as exc:  # a CUDA error ended the run: the windows closed so far stay
+                    payload["gpu_busy_error"] = str(exc).splitlines()[0]
                 # one window: "gpu_busy" (the benchmark's figure); a series: "gpu_busy_series"
                 payload["gpu_busy_series" if hasattr(gpu_busy, "windows") else "gpu_busy"] = gpu_busy.as_dict()
             memory = getattr(self, "bench_memory", None)

@@ -148,11 +148,16 @@ class StepRecorder:
     def as_dict(self) -> Dict[str, Any]:
         n = min(len(self.steps), len(self.begin_host), len(self.end_host))
         gpu_span_ms = gpu_interval_ms = None
+        device_error = None
         if self.cuda and n:
-            torch.cuda.synchronize(self.device)
-            gpu_span_ms = [self.begin_events[i].elapsed_time(self.end_events[i]) for i in range(n)]
-            gpu_interval_ms = [self.begin_events[i].elapsed_time(self.begin_events[i + 1]) for i in range(n - 1)]
+            try:
+                torch.cuda.synchronize(self.device)
+                gpu_span_ms = [self.begin_events[i].elapsed_time(self.end_events[i]) for i in range(n)]
+                gpu_interval_ms = [self.begin_events[i].elapsed_time(self.begin_events[i + 1]) for i in range(n - 1)]
+            except RuntimeError as exc:  # a CUDA error ended the run: keep the host-side record
+                device_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         return {
+            "device_error": device_error,
             "steps": self.steps[:n],
             "host_begin_s": self.begin_host[:n],
             "host_end_s": self.end_host[:n],
