@@ -53,6 +53,8 @@ def test_memory_fit_gives_bytes_per_gaussian_and_the_fixed_part():
     fit = memory_fit(count_segments(_fake_probe()))
     assert fit["bytes_per_gaussian"] == pytest.approx(10.0) and fit["fixed_bytes"] == pytest.approx(1000.0)
     assert memory_fit([{"gaussians": 5, "peak_bytes": 9}])["bytes_per_gaussian"] is None  # one point: no line
+    steep = memory_fit([{"gaussians": 3_000_000, "peak_bytes": 4 << 30}, {"gaussians": 4_000_000, "peak_bytes": 8 << 30}])
+    assert steep["bytes_per_gaussian"] is None and steep["note"] == "not linear in the count"  # zero would be < 0
     summary = scaling_summary(_fake_probe(), "fake")
     assert summary["max_gaussians"] == 400 and summary["train_peak_bytes"] == 1000 + 4000 + 5000
     assert summary["peak_bytes_per_gaussian_at_max"] == pytest.approx(5000 / 400)

@@ -77,7 +77,8 @@ def count_segments(probe: Dict[str, Any], min_steps: int = 3) -> List[Dict[str, 
 def memory_fit(rows: Sequence[Dict[str, Any]]) -> Dict[str, Optional[float]]:
     """Least-squares line through (Gaussians, steady peak bytes): the slope is the device memory each
     Gaussian adds (parameters, gradients, Adam state, strategy statistics, rasterizer buffers that grow
-    with it); the intercept is what does not grow with it (images on the device, workspaces)."""
+    with it); the intercept is what does not grow with it (images on the device, workspaces). None
+    (with a ``note``) when the line would put the memory of zero Gaussians below zero."""
     points = [(float(r["gaussians"]), float(r["peak_bytes"])) for r in rows if r.get("peak_bytes") is not None]
     out: Dict[str, Optional[float]] = {"bytes_per_gaussian": None, "fixed_bytes": None, "points": len(points)}
     if len(points) < 2 or len({x for x, _ in points}) < 2:
@@ -86,8 +87,14 @@ def memory_fit(rows: Sequence[Dict[str, Any]]) -> Dict[str, Optional[float]]:
     mean_y = statistics.fmean(y for _, y in points)
     sxx = sum((x - mean_x) ** 2 for x, _ in points)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx
+    fixed = mean_y - slope * mean_x
+    if fixed < 0:
+        # no device memory is negative: the bytes per Gaussian changed during the run (the rasterizer's
+        # intersection buffers grow with the Gaussians' on-screen size, not their count): no line
+        out["note"] = "not linear in the count"
+        return out
     out["bytes_per_gaussian"] = slope
-    out["fixed_bytes"] = mean_y - slope * mean_x
+    out["fixed_bytes"] = fixed
     return out
 
 
@@ -158,13 +165,13 @@ def plot(summaries: Sequence[Dict[str, Any]], path, title: str = "") -> None:
         color = plt.get_cmap("tab10")(index % 10)
         rows = s["rows"]
         millions = [r["gaussians"] / 1e6 for r in rows]
-        ax_time.plot(millions, [r["step_ms_median"] for r in rows], "o-", color=color, ms=3, label=f"{s['label']}: step (wall)")
+        ax_time.plot(millions, [r["step_ms_median"] for r in rows], "o", color=color, ms=4, label=f"{s['label']}: step (wall)")
         busy = [(r["gaussians"] / 1e6, r["gpu_busy_ms"]) for r in rows if r["gpu_busy_ms"] is not None]
         if busy:
-            ax_time.plot(*zip(*busy), "s--", color=color, ms=4, label=f"{s['label']}: GPU busy")
+            ax_time.plot(*zip(*busy), "s", color=color, ms=5, mfc="none", label=f"{s['label']}: GPU busy")
         mem = [(r["gaussians"] / 1e6, r["peak_bytes"] / GIB) for r in rows if r["peak_bytes"] is not None]
         if mem:
-            ax_mem.plot(*zip(*mem), "o-", color=color, ms=3, label=s["label"])
+            ax_mem.plot(*zip(*mem), "o", color=color, ms=4, label=s["label"])
         fit = s["fit"]
         if fit["bytes_per_gaussian"] is not None and millions:
             xs = [0.0, max(millions)]
