@@ -17,6 +17,7 @@ nerfstudio
 ``comms.LOCAL_PROCESS_GROUP``           the per-node group its launcher makes (:func:`set_local_process_group`)
 ``Trainer._load_checkpoint``            overridden by ``SplatPlusTrainer`` (resume)
 ``Trainer.train`` loop arithmetic       :func:`train_loop_subtracts_start_step`
+``Viewer.render_statemachines``         per-browser render threads stopped at the end (:func:`stop_viewer_renders`)
 gsplat
 ``cuda._backend._C``                    the JIT-built extension (:func:`gsplat_extension`)
 ``cuda._wrapper`` projection / tiles    strip rendering (:func:`gsplat_kernels`)
@@ -113,6 +114,28 @@ def local_process_group():
     from nerfstudio.utils import comms
 
     return comms.LOCAL_PROCESS_GROUP
+
+
+def stop_viewer_renders(viewer_state, timeout_s: float = 5.0) -> int:
+    """Stop the viewer's per-browser render threads and wait for them; the number still alive after.
+
+    nerfstudio 1.1.5's ``Viewer.render_statemachines`` are daemon threads (``RenderStateMachine``,
+    a ``running`` flag, a ``render_trigger`` event) that keep rendering while a browser is connected.
+    A render still inside torch while the interpreter exits after training can abort the process
+    ("terminate called without an active exception", exit status -6) after a successful run.
+    """
+    machines = list((getattr(viewer_state, "render_statemachines", None) or {}).values())
+    for machine in machines:
+        machine.running = False
+        trigger = getattr(machine, "render_trigger", None)
+        if trigger is not None:
+            trigger.set()  # wake a thread waiting for the next camera move
+    alive = 0
+    for machine in machines:
+        if hasattr(machine, "join"):
+            machine.join(timeout_s)
+            alive += int(machine.is_alive())
+    return alive
 
 
 # --- gsplat -------------------------------------------------------------------------------------------

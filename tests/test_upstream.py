@@ -149,3 +149,55 @@ def test_checkpoint_structures_become_weights_only_loadable(tmp_path):
     assert torch.equal(loaded["tensor"], torch.ones(2))
     assert loaded["name"] == "splat-plus" and loaded["nothing"] is None
     assert not raw_loads, "this torch accepts numpy scalars with weights_only: the test proves nothing here"
+
+
+class _RenderThread(threading.Thread):
+    """nerfstudio 1.1.5's RenderStateMachine loop, without the rendering: a daemon thread that waits for
+    camera moves while ``running``."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.running = True
+        self.render_trigger = threading.Event()
+        self.loops = 0
+
+    def run(self):
+        while self.running:
+            if not self.render_trigger.wait(0.2):
+                self.loops += 1
+            self.render_trigger.clear()
+
+
+def test_nerfstudio_render_threads_have_what_stop_viewer_renders_uses():
+    import inspect
+
+    from nerfstudio.viewer.render_state_machine import RenderStateMachine
+    from nerfstudio.viewer.viewer import Viewer
+
+    source = inspect.getsource(RenderStateMachine)
+    assert issubclass(RenderStateMachine, threading.Thread)
+    assert "self.running = True" in source and "while self.running" in source
+    assert "self.render_trigger = threading.Event()" in source
+    assert "self.render_statemachines" in inspect.getsource(Viewer.__init__)
+
+
+def test_training_end_stops_the_viewers_render_threads_before_the_process_exits():
+    """A render thread still inside torch when the interpreter exits can abort a finished run (-6)."""
+    from types import SimpleNamespace
+
+    from ns_splat_plus.training.trainer import SplatPlusTrainer
+
+    threads = {1: _RenderThread(), 2: _RenderThread()}
+    for thread in threads.values():
+        thread.start()
+    stopped = []
+    trainer = SimpleNamespace(
+        step=299, quit_on_train_completion=True, training_state="completed",
+        pipeline=SimpleNamespace(model=SimpleNamespace(num_points=800)),
+        health_panel=SimpleNamespace(update=lambda *args, **kwargs: None),
+        viewer_state=SimpleNamespace(render_statemachines=threads, viser_server=SimpleNamespace(stop=lambda: stopped.append(1))),
+    )  # fmt: skip
+    SplatPlusTrainer._train_complete_viewer(trainer)
+    assert not any(thread.is_alive() for thread in threads.values())
+    assert stopped == [1]
+    assert upstream.stop_viewer_renders(SimpleNamespace(render_statemachines={})) == 0  # no browser: nothing to do

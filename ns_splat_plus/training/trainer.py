@@ -128,8 +128,11 @@ class SplatPlusTrainer(Trainer):
         # defaults to None (auto, resolved in viewer/) so that batch jobs end instead of idling forever.
         self.health_panel.update(self.step, self.pipeline.model.num_points, state="completed", force=True)
         if self.quit_on_train_completion:
-            if self.viewer_state is not None and hasattr(self.viewer_state.viser_server, "stop"):
-                self.viewer_state.viser_server.stop()
+            if self.viewer_state is not None:
+                # renders still running when the interpreter exits can abort the finished process
+                upstream.stop_viewer_renders(self.viewer_state)
+                if hasattr(self.viewer_state.viser_server, "stop"):
+                    self.viewer_state.viser_server.stop()
             return
         super()._train_complete_viewer()
 
