@@ -6,12 +6,17 @@ main), profiles a window of steps every --busy-every steps, cuts the run where t
 changes and writes OUT/scaling.json, OUT/scaling.md and OUT/scaling.png (step time and GPU busy time,
 peak memory, against the count; the fitted bytes per Gaussian).
 
-    # plush-dog at 1500x1000 from the first step; MCMC adding 5 % every 10 steps grows 11k SfM points to 4M
-    python scripts/gaussian_scaling.py --steps 2500 --out /tmp/scaling \\
+    # plush-dog at 1500x1000 from the first step: densification grows 11k SfM points (to ~100k by step 1300),
+    # both allocator settings
+    python scripts/gaussian_scaling.py --steps 1600 --busy-every 200 --busy-steps 10 --busy-first 50 --out /tmp/scaling \\
         --scene-args "--data ../shared/data/plush-dog colmap --colmap-path sparse/0 --downscale-factor 2" \\
-        --train-args "--pipeline.model.num-downscales 0 --pipeline.model.strategy mcmc \\
-            --pipeline.model.max-gs-num 4000000 --pipeline.model.refine-every 10 --pipeline.model.warmup-length 100" \\
-        --busy-every 200 --busy-steps 4 --busy-first 3 --allocators empty-cache expandable
+        --train-args "--pipeline.model.densify-grad-thresh 0.00001 --pipeline.model.stop-split-at 1300 \\
+            --pipeline.model.num-downscales 0" --allocators empty-cache expandable
+    # millions of Gaussians: start from 3M random ones (densification alone did not get there)
+    python scripts/gaussian_scaling.py --steps 1000 --busy-every 200 --busy-steps 10 --busy-first 50 --out /tmp/scaling3M \\
+        --scene-args "--data ../shared/data/plush-dog colmap --colmap-path sparse/0 --downscale-factor 2" \\
+        --train-args "--pipeline.model.random-init True --pipeline.model.num-random 3000000 \\
+            --pipeline.model.num-downscales 0 --pipeline.model.warmup-length 200"
     # re-render the report from a scaling.json
     python scripts/gaussian_scaling.py --from-json /tmp/scaling/scaling.json --out /tmp/scaling
 
@@ -21,6 +26,7 @@ splat-plus skips empty_cache), ``keep`` (neither).
 """
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -86,7 +92,7 @@ def main() -> int:
     failed = False
     for name in args.allocators:
         extra_env, extra_args = ALLOCATORS[name]
-        run_settings = BenchmarkSettings(**{**settings.__dict__, "train_args": f"{settings.train_args} {extra_args}".strip()})
+        run_settings = dataclasses.replace(settings, train_args=f"{settings.train_args} {extra_args}".strip())
         run_dir = args.out / "runs" / name
         probe_path = run_dir / "probe_train.json"
         command = train_command(run_settings, args.method, 1, run_dir)

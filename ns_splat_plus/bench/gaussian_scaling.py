@@ -17,12 +17,12 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional, Sequence
 
-GIB = 1024**3
+from ns_splat_plus.bench.report import fmt
+from ns_splat_plus.bench.results import bytes_to_gib, near_profiled_window
 
 
 def _profiled(step: int, windows: Sequence[Dict[str, Any]]) -> bool:
-    # the profiler starts before a window's first step and stops after its last: neighbours are slower too
-    return any(w["window"][0] - 1 <= step <= w["window"][1] for w in windows)
+    return any(near_profiled_window(step, w["window"]) for w in windows)
 
 
 def count_segments(probe: Dict[str, Any], min_steps: int = 3) -> List[Dict[str, Any]]:
@@ -121,10 +121,6 @@ def scaling_summary(probe: Dict[str, Any], label: str = "") -> Dict[str, Any]:
     }
 
 
-def _fmt(value: Any, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
-
-
 def markdown(summaries: Sequence[Dict[str, Any]]) -> str:
     """One totals table over the runs, then each run's rows."""
     lines = [
@@ -135,10 +131,10 @@ def markdown(summaries: Sequence[Dict[str, Any]]) -> str:
     for s in summaries:
         fit = s["fit"]
         lines.append(
-            f"| {s['label']} | {_fmt(s['train_s'], '.1f')} | {_fmt(s['max_gaussians'], ',')} | "
-            f"{_fmt(s['train_peak_bytes'] and s['train_peak_bytes'] / GIB, '.2f')} | "
-            f"{_fmt(s['peak_bytes_per_gaussian_at_max'], '.0f')} | {_fmt(fit['bytes_per_gaussian'], '.0f')} | "
-            f"{_fmt(fit['fixed_bytes'] and fit['fixed_bytes'] / GIB, '.2f')} | {_fmt(s['refine_step_ms_total'], '.0f')} |"
+            f"| {s['label']} | {fmt(s['train_s'], '.1f')} | {fmt(s['max_gaussians'], ',')} | "
+            f"{fmt(bytes_to_gib(s['train_peak_bytes']), '.2f')} | "
+            f"{fmt(s['peak_bytes_per_gaussian_at_max'], '.0f')} | {fmt(fit['bytes_per_gaussian'], '.0f')} | "
+            f"{fmt(bytes_to_gib(fit['fixed_bytes']), '.2f')} | {fmt(s['refine_step_ms_total'], '.0f')} |"
         )
     for s in summaries:
         lines += ["", f"**{s['label']}**: per stretch between refines", "",
@@ -146,9 +142,9 @@ def markdown(summaries: Sequence[Dict[str, Any]]) -> str:
                   "|---|---|---|---|---|---|"]  # fmt: skip
         for r in s["rows"]:
             lines.append(
-                f"| {r['gaussians']:,} | {r['first_step']}-{r['last_step']} | {_fmt(r['step_ms_median'], '.2f')} | "
-                f"{_fmt(r['gpu_busy_ms'], '.2f')} | {_fmt(r['peak_bytes'] and r['peak_bytes'] / GIB, '.2f')} | "
-                f"{_fmt(r['refine_step_ms'], '.1f')} |"
+                f"| {r['gaussians']:,} | {r['first_step']}-{r['last_step']} | {fmt(r['step_ms_median'], '.2f')} | "
+                f"{fmt(r['gpu_busy_ms'], '.2f')} | {fmt(bytes_to_gib(r['peak_bytes']), '.2f')} | "
+                f"{fmt(r['refine_step_ms'], '.1f')} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -169,13 +165,13 @@ def plot(summaries: Sequence[Dict[str, Any]], path, title: str = "") -> None:
         busy = [(r["gaussians"] / 1e6, r["gpu_busy_ms"]) for r in rows if r["gpu_busy_ms"] is not None]
         if busy:
             ax_time.plot(*zip(*busy), "s", color=color, ms=5, mfc="none", label=f"{s['label']}: GPU busy")
-        mem = [(r["gaussians"] / 1e6, r["peak_bytes"] / GIB) for r in rows if r["peak_bytes"] is not None]
+        mem = [(r["gaussians"] / 1e6, bytes_to_gib(r["peak_bytes"])) for r in rows if r["peak_bytes"] is not None]
         if mem:
             ax_mem.plot(*zip(*mem), "o", color=color, ms=4, label=s["label"])
         fit = s["fit"]
         if fit["bytes_per_gaussian"] is not None and millions:
             xs = [0.0, max(millions)]
-            ax_mem.plot(xs, [(fit["fixed_bytes"] + x * 1e6 * fit["bytes_per_gaussian"]) / GIB for x in xs], ":",
+            ax_mem.plot(xs, [bytes_to_gib(fit["fixed_bytes"] + x * 1e6 * fit["bytes_per_gaussian"]) for x in xs], ":",
                         color=color, label=f"fit: {fit['bytes_per_gaussian']:.0f} B/Gaussian")  # fmt: skip
     ax_time.set_xlabel("Gaussians (millions)")
     ax_time.set_ylabel("ms per step")

@@ -33,6 +33,12 @@ def finite_or_none(value: Any) -> Optional[float]:
     return float(value) if math.isfinite(value) else None
 
 
+def near_profiled_window(step: int, window: Sequence[int]) -> bool:
+    """Whether ``step`` was slowed by the profiled window ``(start, stop)``: its steps start..stop-1 and
+    their neighbours (the profiler starts before ``start`` and stops after ``stop - 1``)."""
+    return window[0] - 1 <= step <= window[1]
+
+
 def summarize_steps(probe: Dict[str, Any], skip: int, exclude: Optional[Tuple[int, int]] = None) -> Dict[str, Any]:
     """Step-time statistics from a train probe, leaving out iterations with step < ``skip``.
 
@@ -50,7 +56,7 @@ def summarize_steps(probe: Dict[str, Any], skip: int, exclude: Optional[Tuple[in
     mean = (end[last] - begin[first]) * 1000.0 / len(keep) if len(keep) else None
     excluded = 0
     if exclude is not None:
-        kept = [i for i in keep if not (exclude[0] - 1 <= steps[i] <= exclude[1])]
+        kept = [i for i in keep if not near_profiled_window(steps[i], exclude)]
         excluded, keep = len(keep) - len(kept), kept or keep
     # interval between this iteration's start and the next one's: the cadence of training
     host_interval = [(begin[i + 1] - begin[i]) * 1000.0 for i in keep if i + 1 < n]
