@@ -249,8 +249,10 @@ def test_pinned_slabs_pack_images_into_a_few_blocks():
     assert len(slabs.slabs) == 3 and slabs.reserved_bytes == 3 * 4096
     storages = {c.untyped_storage().data_ptr() for c in copies}
     assert len(storages) == 3
+    odd = slabs.copy_in(torch.ones(3, dtype=torch.uint8))  # leaves the free offset unaligned
     floats = slabs.copy_in(torch.arange(6, dtype=torch.float32).reshape(2, 3))
-    assert floats.dtype == torch.float32 and floats.data_ptr() % 4 == 0 and floats[1, 2] == 5.0
+    assert floats.dtype == torch.float32 and floats[1, 2] == 5.0 and int(odd.sum()) == 3
+    assert (floats.data_ptr() - floats.untyped_storage().data_ptr()) % 64 == 0  # aligned after the odd copy
     big = slabs.copy_in(torch.ones(5000, dtype=torch.uint8))  # larger than a block: a block of its own
     assert big.numel() == 5000 and slabs.slabs[-1].numel() == 8192
     assert all(torch.equal(a, b) for a, b in zip(images, copies))  # later copies overwrote nothing
