@@ -319,7 +319,7 @@ def test_benchmark_cpu_end_to_end(tmp_path):
     command = [
         sys.executable, str(REPO / "scripts" / "benchmark.py"),
         "--device-type", "cpu", "--steps", str(steps), "--skip-steps", "20", "--timeout", "300",
-        "--methods", "splat-plus", "splatfacto", "--gpu-busy-steps", "10",
+        "--methods", "splat-plus", "splatfacto", "--gpu-busy-steps", "10", "--gpu-busy-at", "0.5",
         "--scene-args", f"--data {scene} colmap",
         "--train-args", "--pipeline.model.num-downscales 0 --pipeline.model.warmup-length 20 "
         "--pipeline.model.refine-every 20",
@@ -343,6 +343,7 @@ def test_benchmark_cpu_end_to_end(tmp_path):
     assert ours["train_peak_gib"] is None  # no device memory on CPU
     assert ours["gpu_busy_ms"] is None and ours["wall_over_busy"] is None  # no GPU: null, no error
     assert ours["gpu_busy"]["requested_steps"] == 10 and ours["gpu_busy"]["steps_profiled"] == 0
+    assert ours["gpu_busy"]["window"] == [40, 50]  # --gpu-busy-at 0.5 of 80 steps (centred would be 45)
     assert Path(ours["train_log"]).is_file() and Path(ours["eval_log"]).is_file()
 
     theirs = runs["splatfacto"]
@@ -500,8 +501,8 @@ def test_gpu_busy_reaches_the_run_record_and_the_table(tmp_path):
     assert record["gpu_busy_ms"] == 1.5 and record["wall_over_busy"] == pytest.approx(2.0)
     record.update(status="ok")
     table = report.markdown_table({"runs": [record]})
-    assert "| median step (ms) | GPU busy (ms/step) | wall/busy |" in table
-    assert "| 3.00 | 1.50 | 2.00 |" in table
+    assert "| median step (ms) | step at window (ms) | GPU busy (ms/step) | wall/busy |" in table
+    assert "| 3.00 | 3.00 | 1.50 | 2.00 |" in table
 
 
 def test_probe_options_travel_through_the_environment(tmp_path, monkeypatch):
@@ -666,3 +667,86 @@ def test_quality_gate_compares_means_of_repeats():
     crashed["runs"][1].update(status="failed", error="RuntimeError: boom")
     findings, failed = _gate(crashed, baseline)
     assert failed and any(f.verdict == "missing" and "1 of 3 runs" in f.tolerance for f in findings)
+
+
+def test_gpu_busy_window_at_a_fraction_of_each_runs_own_steps(tmp_path, monkeypatch):
+    """--gpu-busy-at F: the window opens at F x the run's own step count (a schedule-scaled run, such
+    as splat-plus-fast's quarter of the steps, is profiled in the same phase); a start step wins."""
+    from ns_splat_plus.bench.options import GPU_BUSY_AT_ENV, GPU_BUSY_START_ENV, ProbeOptions
+
+    settings = BenchmarkSettings(steps=30000, gpu_busy_steps=50, gpu_busy_at=0.66, device_type="cpu")
+    env = children.child_env(settings, 1, tmp_path / "probe.json")
+    assert GPU_BUSY_START_ENV not in env
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    options = ProbeOptions.from_env()
+    assert options.gpu_busy_at == pytest.approx(0.66)
+    assert options.window_start(30000) == 19800 and options.window_start(7500) == 4950
+    assert ProbeOptions(gpu_busy_start=100, gpu_busy_at=0.5).window_start(1000) == 100
+    assert ProbeOptions().window_start(1000) is None
+    monkeypatch.delenv(GPU_BUSY_AT_ENV)
+    assert ProbeOptions.from_env().gpu_busy_at is None
+    parser = cli.build_parser()
+    for bad in (["--gpu-busy-at", "1.0"], ["--gpu-busy-at", "-0.1"], ["--gpu-busy-at", "0.5", "--gpu-busy-start", "9"]):
+        with pytest.raises(SystemExit):
+            cli.settings_from_args(parser.parse_args(bad))
+    assert cli.settings_from_args(parser.parse_args(["--gpu-busy-at", "0.5"])).gpu_busy_at == 0.5
+
+
+def test_wall_over_busy_compares_the_steps_around_the_window(tmp_path):
+    """A window late in a run sees larger images: its busy time is set against the steps near it
+    (8 ms), not the run's median (3 ms, most steps are early and small)."""
+    steps = list(range(3000))
+    begin, t = [], 0.0
+    for s in steps:
+        begin.append(t)
+        t += 0.003 if s < 2000 else 0.008
+    probe = {"steps": steps, "host_begin_s": begin, "host_end_s": [b + 0.001 for b in begin], "train_s": 1.0,
+             "gpu_busy": {"window": [2600, 2650], "steps_profiled": 50, "gpu_busy_ms": 4.0, "requested_steps": 50}}  # fmt: skip
+    (tmp_path / "probe.json").write_text(json.dumps(probe))
+    record = res.empty_record("splat-plus", 1)
+    res.collect_train(record, tmp_path / "probe.json", skip=100)
+    assert record["step_time_ms_median"] == pytest.approx(3.0)
+    assert record["window_step_ms_median"] == pytest.approx(8.0)
+    assert record["wall_over_busy"] == pytest.approx(2.0)  # 8 / 4, not 3 / 4
+    no_window = res.summarize_steps(probe, skip=100)
+    assert "window_step_ms_median" not in no_window
+
+
+def test_later_repeats_from_another_command_merge_into_one_report(tmp_path):
+    """--first-repeat 2 --concurrent-quality: repeats 2.. of every method, all quality runs, tagged -r2..;
+    --from-json A B merges them with the command that made repeat 1 (recomputed summary), and refuses
+    other experiments and a repeat present twice."""
+    settings = BenchmarkSettings(methods=["splat-plus", "splatfacto"], repeats=2, first_repeat=2, concurrent_quality=True)
+    batches = runner.plan_batches(settings)
+    assert [[(r.tag, r.concurrent) for r in b] for b in batches] == [[
+        ("splat-plus-1gpu-r2", True), ("splatfacto-1gpu-r2", True), ("splat-plus-1gpu-r3", True), ("splatfacto-1gpu-r3", True),
+    ]]  # fmt: skip
+    timed = {**fake_results(), "runs": [
+        _run("splat-plus", 1, repeat=1, psnr=27.0, train_wall_s=30.0, step_time_ms_median=6.0),
+        _run("splatfacto", 1, repeat=1, psnr=26.8, train_wall_s=33.0, step_time_ms_median=7.0)]}  # fmt: skip
+    quality = {**fake_results(), "runs": [
+        _run("splat-plus", 1, repeat=k, psnr=p, train_wall_s=None, timing_valid=False) for k, p in ((2, 27.4), (3, 27.2))
+    ] + [_run("splatfacto", 1, repeat=k, psnr=p, train_wall_s=None, timing_valid=False) for k, p in ((2, 27.0), (3, 27.2))]}  # fmt: skip
+    quality["command"] = "second"
+    (tmp_path / "a.json").write_text(json.dumps(timed))
+    (tmp_path / "b.json").write_text(json.dumps(quality))
+    out = tmp_path / "merged"
+    assert cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(out)]) == 0
+    merged = json.loads((out / "results.json").read_text())
+    assert [(r["method"], r["repeat"]) for r in merged["runs"]] == [
+        ("splat-plus", 1), ("splatfacto", 1), ("splat-plus", 2), ("splatfacto", 2), ("splat-plus", 3), ("splatfacto", 3)]
+    summary = {s["method"]: s for s in merged["summary"]}
+    assert summary["splat-plus"]["metrics"]["psnr"]["n"] == 3
+    assert summary["splat-plus"]["metrics"]["psnr"]["mean"] == pytest.approx(27.2)
+    assert summary["splat-plus"]["metrics"]["train_wall_s"]["n"] == 1  # timing from the run that had the GPU alone
+    assert summary["splat-plus"]["vs_reference"]["psnr"]["diff"] == pytest.approx(0.2)
+    assert merged["settings"]["repeats"] == 3 and len(merged["merged_from"]) == 2
+    assert "27.20 ± 0.20" in (out / "results.md").read_text()
+    with pytest.raises(ValueError, match="twice|results 1 and in results 2|in results 2"):
+        runner.merge_results([timed, timed])
+    other = {**quality, "settings": {**quality["settings"], "steps": 7000}}
+    with pytest.raises(ValueError, match="steps"):
+        runner.merge_results([timed, other])
+    with pytest.raises(SystemExit):
+        cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--out", str(tmp_path / "x")])

@@ -129,7 +129,7 @@ def uses_lpips_standin(settings: BenchmarkSettings, method: str) -> bool:
 def probe_options(settings: BenchmarkSettings) -> ProbeOptions:
     """What the benchmark's train probes measure besides step times, memory and Gaussians."""
     return ProbeOptions(
-        gpu_busy_steps=settings.gpu_busy_steps, gpu_busy_start=settings.gpu_busy_start,
+        gpu_busy_steps=settings.gpu_busy_steps, gpu_busy_start=settings.gpu_busy_start, gpu_busy_at=settings.gpu_busy_at,
         gpu_busy_every=settings.gpu_busy_every, skip_steps=settings.effective_skip,
     )
 

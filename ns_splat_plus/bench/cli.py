@@ -31,7 +31,9 @@ How things are measured (identically for every method):
   ``densification.jsonl`` (splat-plus writes it; methods without one get null).
 * repeats (``--repeats N``): interleaved A1 B1 A2 B2 ...; mean and sample sd per method, difference of
   means to the reference method with its standard error. ``--concurrent-quality``: repeats 2..N of the
-  1-GPU runs train at the same time on one GPU (their timing is discarded).
+  1-GPU runs train at the same time on one GPU (their timing is discarded). ``--first-repeat K`` numbers
+  a command's repeats from K; ``--from-json A/results.json B/results.json --out C`` merges the commands'
+  runs of one experiment into one report (e.g. the timing runs from one machine, quality repeats from another).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Optional, Sequence
 
 from ns_splat_plus.bench.report import markdown_table, write_outputs
-from ns_splat_plus.bench.runner import run_benchmark
+from ns_splat_plus.bench.runner import merge_results, run_benchmark
 from ns_splat_plus.bench.settings import DEFAULT_METHODS, FOX_SCENE_ARGS, BenchmarkSettings, log
 
 
@@ -70,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-steps", type=int, default=100, help="first steps left out of the step-time median")
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per method and GPU count, interleaved (A1 B1 A2 B2 ...); mean ± sd in the summary")  # fmt: skip
+    parser.add_argument("--first-repeat", type=int, default=1, metavar="K",
+                        help="number this command's repeats K, K+1, ... (K > 1: all of them are quality runs with "
+                        "--concurrent-quality); combine with the command that made repeats 1..K-1 via --from-json A B")  # fmt: skip
     parser.add_argument("--concurrent-quality", action="store_true",
                         help="repeats 2..N of the 1-GPU runs train at the same time on one GPU (quality only: "
                         "their timing is discarded); repeat 1 of every method is timed alone")  # fmt: skip
@@ -78,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "and wall/busy (0: off; null on CPU)")  # fmt: skip
     parser.add_argument("--gpu-busy-start", type=int, default=None,
                         help="first profiled step (default: the window centred on the steps after --skip-steps)")  # fmt: skip
+    parser.add_argument("--gpu-busy-at", type=float, default=None, metavar="F",
+                        help="instead of --gpu-busy-start: the window starts at F x each run's own step count "
+                        "(after schedule scaling: the same phase for splat-plus-fast's shorter run)")  # fmt: skip
     parser.add_argument("--scene-args", default=FOX_SCENE_ARGS,
                         help="--data and dataparser arguments, passed through to ns-train (last)")  # fmt: skip
     parser.add_argument("--scene-name", default=None, help="name in the report (default: the --data folder)")
@@ -99,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force-multi-gpu", action="store_true", help="also try methods not known to run on W>1")
     parser.add_argument("--reference", default=None, help="method the others are compared with")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/latest"), help="output folder")
-    parser.add_argument("--from-json", type=Path, default=None,
-                        help="only re-render Markdown, plots and the README section from this results.json")  # fmt: skip
+    parser.add_argument("--from-json", type=Path, nargs="+", default=None,
+                        help="only re-render Markdown, plots and the README section from this results.json; "
+                        "several: merge them first (runs of one experiment made by separate commands)")  # fmt: skip
     parser.add_argument("--readme-relative-to", type=Path, default=Path("."),
                         help="folder the README section's plot link is relative to (the README's)")  # fmt: skip
     return parser
@@ -111,6 +120,12 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         raise SystemExit("--steps must be at least 1")
     if args.repeats < 1:
         raise SystemExit("--repeats must be at least 1")
+    if args.first_repeat < 1:
+        raise SystemExit("--first-repeat must be at least 1")
+    if args.gpu_busy_at is not None and not 0.0 <= args.gpu_busy_at < 1.0:
+        raise SystemExit(f"--gpu-busy-at {args.gpu_busy_at}: a fraction of the run, 0 <= F < 1")
+    if args.gpu_busy_at is not None and args.gpu_busy_start is not None:
+        raise SystemExit("--gpu-busy-at and --gpu-busy-start both place the window: give one")
     return BenchmarkSettings(
         methods=args.methods,
         gpus=args.gpus,
@@ -131,9 +146,11 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         reference=args.reference,
         lpips_standin=not args.no_lpips_standin,
         repeats=args.repeats,
+        first_repeat=args.first_repeat,
         concurrent_quality=args.concurrent_quality,
         gpu_busy_steps=args.gpu_busy_steps,
         gpu_busy_start=args.gpu_busy_start,
+        gpu_busy_at=args.gpu_busy_at,
     )
 
 
@@ -141,7 +158,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.from_json is not None:
-        results = json.loads(args.from_json.read_text(encoding="utf8"))
+        parts = [json.loads(path.read_text(encoding="utf8")) for path in args.from_json]
+        try:
+            results = parts[0] if len(parts) == 1 else merge_results(parts, [str(p) for p in args.from_json])
+        except ValueError as error:
+            raise SystemExit(f"--from-json: {error}") from None
         write_outputs(results, args.out, readme_plot_base=args.readme_relative_to)
         return 0
     settings = settings_from_args(args)

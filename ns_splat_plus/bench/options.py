@@ -20,6 +20,10 @@ GPU_BUSY_STEPS_ENV = "NS_SPLAT_PLUS_BENCH_GPU_BUSY_STEPS"
 """N > 0: torch.profiler (CUDA activity only) over N training steps: GPU busy time per step."""
 GPU_BUSY_START_ENV = "NS_SPLAT_PLUS_BENCH_GPU_BUSY_START"
 """First profiled step (default: the window centred on the timed steps, never before the skip)."""
+GPU_BUSY_AT_ENV = "NS_SPLAT_PLUS_BENCH_GPU_BUSY_AT"
+"""0 <= F < 1 (instead of a start step): the window starts at F x the run's own step count, after any
+schedule scaling (``splat-plus-fast`` trains a quarter of the steps): comparable phases of runs of
+different lengths."""
 GPU_BUSY_EVERY_ENV = "NS_SPLAT_PLUS_BENCH_GPU_BUSY_EVERY"
 """N > 0 (with GPU_BUSY_STEPS): a profiled window every N steps instead of one: GPU busy time along
 the run, each window with the Gaussian count it saw (scripts/gaussian_scaling.py)."""
@@ -29,7 +33,7 @@ EVAL_MEMORY_ENV = "NS_SPLAT_PLUS_BENCH_EVAL_MEMORY"
 """1: peak device memory of training and of in-training evaluation in separate windows
 (splat-plus's memory tracker; used by scripts/measure_eval_memory.py)."""
 PROGRESS_PREFIX = "[bench]"
-OPTION_ENVS = (TOGGLE_ENV, GPU_BUSY_STEPS_ENV, GPU_BUSY_START_ENV, GPU_BUSY_EVERY_ENV, SKIP_ENV, EVAL_MEMORY_ENV)
+OPTION_ENVS = (TOGGLE_ENV, GPU_BUSY_STEPS_ENV, GPU_BUSY_START_ENV, GPU_BUSY_AT_ENV, GPU_BUSY_EVERY_ENV, SKIP_ENV, EVAL_MEMORY_ENV)
 
 
 def _int_env(name: str, default: int = 0) -> int:
@@ -44,6 +48,7 @@ class ProbeOptions:
     toggle_every: int = 0
     gpu_busy_steps: int = 0
     gpu_busy_start: Optional[int] = None
+    gpu_busy_at: Optional[float] = None  # fraction of the run's steps where the window starts
     gpu_busy_every: int = 0
     skip_steps: int = 0
     eval_memory: bool = False
@@ -54,13 +59,23 @@ class ProbeOptions:
     gc_freeze: bool = False
     train_args: List[str] = field(default_factory=list)
 
+    def window_start(self, max_steps: int) -> Optional[int]:
+        """The first profiled step for a run of ``max_steps``: the start step, else the fraction, else None."""
+        if self.gpu_busy_start is not None:
+            return self.gpu_busy_start
+        if self.gpu_busy_at is not None:
+            return int(self.gpu_busy_at * max_steps)
+        return None
+
     @classmethod
     def from_env(cls) -> "ProbeOptions":
         start = os.environ.get(GPU_BUSY_START_ENV, "").strip()
+        at = os.environ.get(GPU_BUSY_AT_ENV, "").strip()
         return cls(
             toggle_every=_int_env(TOGGLE_ENV),
             gpu_busy_steps=_int_env(GPU_BUSY_STEPS_ENV),
             gpu_busy_start=int(start) if start else None,
+            gpu_busy_at=float(at) if at else None,
             gpu_busy_every=_int_env(GPU_BUSY_EVERY_ENV),
             skip_steps=_int_env(SKIP_ENV),
             eval_memory=_int_env(EVAL_MEMORY_ENV) > 0,
@@ -75,6 +90,8 @@ class ProbeOptions:
             out[GPU_BUSY_STEPS_ENV] = str(self.gpu_busy_steps)
         if self.gpu_busy_start is not None:
             out[GPU_BUSY_START_ENV] = str(self.gpu_busy_start)
+        if self.gpu_busy_at is not None:
+            out[GPU_BUSY_AT_ENV] = repr(float(self.gpu_busy_at))
         if self.gpu_busy_every:
             out[GPU_BUSY_EVERY_ENV] = str(self.gpu_busy_every)
         if self.skip_steps:

@@ -90,14 +90,15 @@ def probe_trainer_class(base: type) -> type:
             if options.gpu_busy_steps > 0 and options.gpu_busy_every > 0:
                 from ns_splat_plus.bench.gpu_busy import GpuBusySeries
 
-                first = options.gpu_busy_start if options.gpu_busy_start is not None else options.skip_steps
+                first = options.window_start(max_steps)
+                first = first if first is not None else options.skip_steps
                 self.bench_gpu_busy = GpuBusySeries(
                     device, options.gpu_busy_every, options.gpu_busy_steps, first, self._bench_num_points
                 )
             elif options.gpu_busy_steps > 0:
                 from ns_splat_plus.bench.gpu_busy import GpuBusyWindow, default_window_start
 
-                start = options.gpu_busy_start
+                start = options.window_start(max_steps)
                 if start is None:
                     start = default_window_start(options.skip_steps, max_steps, options.gpu_busy_steps)
                 self.bench_gpu_busy = GpuBusyWindow(device, start, options.gpu_busy_steps)

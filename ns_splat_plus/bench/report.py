@@ -52,7 +52,7 @@ def markdown_table(results: Dict[str, Any]) -> str:
         "| method | GPUs "
         + ("| repeat " if repeats else "")
         + "| status | steps | median step (ms) "
-        + ("| GPU busy (ms/step) | wall/busy " if gpu_busy else "")
+        + ("| step at window (ms) | GPU busy (ms/step) | wall/busy " if gpu_busy else "")
         + "| train wall (s) | speedup | train peak (GiB) "
         + ("| in-training eval peak (GiB) " if in_training_eval else "")
         + "| eval peak (GiB) | PSNR | SSIM | LPIPS | Gaussians | densification |"
@@ -73,7 +73,11 @@ def markdown_table(results: Dict[str, Any]) -> str:
             fmt(r.get("step_time_ms_median"), ".2f", none=timing_none),
         ]
         if gpu_busy:
-            cells += [fmt(r.get("gpu_busy_ms"), ".2f", none=timing_none), fmt(r.get("wall_over_busy"), ".2f", none=timing_none)]
+            cells += [
+                fmt(r.get("window_step_ms_median"), ".2f", none=timing_none),
+                fmt(r.get("gpu_busy_ms"), ".2f", none=timing_none),
+                fmt(r.get("wall_over_busy"), ".2f", none=timing_none),
+            ]
         cells += [
             fmt(r.get("train_wall_s"), ".1f", none=timing_none),
             fmt(r.get("speedup"), ".2f") + ("×" if r.get("speedup") else ""),
@@ -99,7 +103,8 @@ def _fmt_gib(value: Any) -> str:
 
 SUMMARY_COLUMNS = (
     ("PSNR", "psnr", ".2f"), ("SSIM", "ssim", ".4f"), ("LPIPS", "lpips", ".4f"),
-    ("median step (ms)", "step_time_ms_median", ".2f"), ("GPU busy (ms/step)", "gpu_busy_ms", ".2f"),
+    ("median step (ms)", "step_time_ms_median", ".2f"), ("step at window (ms)", "window_step_ms_median", ".2f"),
+    ("GPU busy (ms/step)", "gpu_busy_ms", ".2f"), ("wall/busy", "wall_over_busy", ".2f"),
     ("train wall (s)", "train_wall_s", ".1f"), ("Gaussians", "num_gaussians", ",.0f"),
     ("train peak (GiB)", "train_peak_gib", ".2f"), ("eval peak (GiB)", "eval_peak_gib", ".2f"),
 )  # fmt: skip
@@ -213,7 +218,8 @@ def measurement_notes(results: Dict[str, Any]) -> str:
         text += (
             f" GPU busy: summed device time of kernels, memcpy and memset per step (torch.profiler, CUDA only, "
             f"{settings.get('gpu_busy_steps')} steps; those steps are left out of the step-time median); "
-            "wall/busy: median step / GPU busy (1.0: the GPU never idles)."
+            "step at window: median step within 500 steps of the window (where the busy time was measured); "
+            "wall/busy: that median step / GPU busy (1.0: the GPU never idles)."
         )
     if has_repeats(results):
         text += (

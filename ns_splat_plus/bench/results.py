@@ -17,9 +17,12 @@ from ns_splat_plus.bench.settings import GIB, REFINE_COUNT_KEYS
 
 # the run-record fields a run that shared its GPU with others cannot measure (timing_valid False)
 TIMING_FIELDS = (
-    "step_time_ms_median", "step_time_ms_mean", "iteration_ms_median", "host_step_time_ms_median", "train_wall_s",
+    "step_time_ms_median", "step_time_ms_mean", "window_step_ms_median", "iteration_ms_median", "host_step_time_ms_median", "train_wall_s",
     "process_wall_s", "eval_wall_s", "gpu_busy_ms", "wall_over_busy", "speedup",
 )  # fmt: skip
+
+
+WINDOW_NEIGHBOURHOOD_STEPS = 500  # steps either side of a profiled window whose median is compared with its busy time
 
 
 def _median(values: Sequence[float]) -> Optional[float]:
@@ -80,6 +83,10 @@ def summarize_steps(probe: Dict[str, Any], skip: int, exclude: Optional[Tuple[in
     }
     if exclude is not None:
         out["profiled_steps_excluded"] = excluded
+        # the steps around the window: the phase of training the busy time was measured in (a window
+        # late in a run sees full-size images and more Gaussians than the run-wide median step)
+        near = [k for k, i in enumerate(keep) if abs(steps[i] - exclude[0]) <= WINDOW_NEIGHBOURHOOD_STEPS]
+        out["window_step_ms_median"] = _median([interval[k] for k in near if k < len(interval)]) if near else None
     return out
 
 
@@ -220,7 +227,9 @@ def collect_train(record: Dict[str, Any], probe_path: Path, skip: int) -> None:
     record["world_size"] = probe.get("world_size")
     if gpu_busy:
         record["gpu_busy_ms"] = finite_or_none(gpu_busy.get("gpu_busy_ms"))
-        record["wall_over_busy"] = wall_over_busy(record.get("step_time_ms_median"), record["gpu_busy_ms"])
+        # the steps around the window where there are some, else the run's median step
+        step_ms = record.get("window_step_ms_median") or record.get("step_time_ms_median")
+        record["wall_over_busy"] = wall_over_busy(step_ms, record["gpu_busy_ms"])
         record["gpu_busy"] = gpu_busy
     peaks = [p.get("process_peak_bytes") for p in probes]
     train_peaks = [max([b for b in (p.get("peak_bytes") or []) if b is not None], default=None) for p in probes]

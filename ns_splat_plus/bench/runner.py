@@ -8,6 +8,9 @@ Order: for every GPU count, repeat k of every method before repeat k + 1 (A1 B1 
 repeat in its own run directory, one run at a time. ``concurrent_quality``: repeat 1 of every method
 is the timing run (alone, as above); repeats 2..N of the 1-GPU runs of all methods then train at the
 same time on the one GPU, are evaluated one after the other, and their timing figures are discarded.
+``first_repeat`` numbers a command's repeats from K, so that repeats made by separate commands (on
+separate machines: the timing runs in one, the quality repeats in another) combine with
+:func:`merge_results` into one report.
 """
 
 from __future__ import annotations
@@ -85,13 +88,14 @@ class PlannedRun:
 
 def plan_batches(settings: BenchmarkSettings) -> List[List[PlannedRun]]:
     """The runs in order; each inner list starts together (one run, or a concurrent quality batch)."""
-    repeats = max(1, settings.repeats)
+    repeats, first = max(1, settings.repeats), max(1, settings.first_repeat)
+    numbered = repeats > 1 or first > 1  # tags carry the repeat (-r2) unless there is only repeat 1
     batches: List[List[PlannedRun]] = []
     for num_gpus in sorted(set(settings.gpus)):
         together: List[PlannedRun] = []
-        for k in range(1, repeats + 1):
+        for k in range(first, first + repeats):
             for method in settings.methods:
-                run = PlannedRun(method, num_gpus, k, run_tag(method, num_gpus, k if repeats > 1 else None))
+                run = PlannedRun(method, num_gpus, k, run_tag(method, num_gpus, k if numbered else None))
                 if settings.concurrent_quality and num_gpus == 1 and k > 1:
                     run.concurrent = True
                     together.append(run)
@@ -285,6 +289,66 @@ def run_benchmark(
     results = build_results(settings, runs, started, command)
     write_outputs(results, out_dir, readme_plot_base=readme_plot_base)
     return results
+
+
+def merge_results(parts: List[Dict[str, Any]], sources: Optional[List[str]] = None) -> Dict[str, Any]:
+    """One results dict from several benchmark commands' ``results.json`` of the same comparison.
+
+    They must agree on what was run (scene, steps, train and method arguments, dataparser): a merge
+    of different experiments would pool unlike runs. A (method, GPU count, repeat) may appear only
+    once. Speedups and the per-method summary are recomputed over all runs; timing figures keep their
+    validity flags (a concurrent quality run stays discarded).
+
+    Raises:
+        ValueError: on fewer than two parts, different experiments, or a repeat present twice.
+    """
+    if len(parts) < 2:
+        raise ValueError("merging needs at least two results files")
+    same = ("steps", "scene_args", "train_args", "method_args", "skip_steps", "eval_every", "device_type")
+    first = parts[0].get("settings", {})
+    for index, part in enumerate(parts[1:], 2):
+        settings = part.get("settings", {})
+        differ = [key for key in same if settings.get(key) != first.get(key)]
+        if differ:
+            raise ValueError(f"results {index} differs from results 1 in " + ", ".join(differ) + ": not one experiment")
+    runs: List[Dict[str, Any]] = []
+    seen: Dict[tuple, int] = {}
+    for index, part in enumerate(parts, 1):
+        for r in part["runs"]:
+            key = (r["method"], r["num_gpus"], r.get("repeat") or 1)
+            if key in seen:
+                raise ValueError(f"{run_tag(*key)} is in results {seen[key]} and in results {index}: number the "
+                                 "repeats of a later command with --first-repeat")  # fmt: skip
+            seen[key] = index
+            runs.append(dict(r))
+    runs.sort(key=lambda r: (r["num_gpus"], r.get("repeat") or 1))  # stable: method order within a repeat kept
+    methods = list(dict.fromkeys(m for part in parts for m in part.get("settings", {}).get("methods", [])))
+    settings = dict(first) | {
+        "methods": methods,
+        "repeats": len({r.get("repeat") or 1 for r in runs}),
+        "first_repeat": min(r.get("repeat") or 1 for r in runs),
+        "concurrent_quality": any(p.get("settings", {}).get("concurrent_quality") for p in parts)
+        or any(r.get("timing_valid") is False for r in runs),
+    }
+    reference = parts[0].get("reference_method")
+    add_speedups(runs)
+    return {
+        "schema": SCHEMA_VERSION,
+        "created": min(p.get("created") or "" for p in parts) or None,
+        "finished": max(p.get("finished") or "" for p in parts) or None,
+        "command": " ; ".join(str(p.get("command")) for p in parts),
+        "merged_from": [
+            {"source": (sources or [None] * len(parts))[i], "command": p.get("command"), "created": p.get("created"),
+             "device": (p.get("environment") or {}).get("device_name"), "hostname": (p.get("environment") or {}).get("hostname")}
+            for i, p in enumerate(parts)
+        ],  # fmt: skip
+        "scene": parts[0].get("scene"),
+        "settings": settings,
+        "reference_method": reference,
+        "environment": parts[0].get("environment"),
+        "runs": runs,
+        "summary": summarize_repeats(runs, reference),
+    }
 
 
 def build_results(

@@ -50,10 +50,12 @@ class BenchmarkSettings:
     scene_name: Optional[str] = None
     lpips_standin: bool = True  # let methods that need AlexNet at construction start offline (LPIPS then null)
     repeats: int = 1  # runs per method and GPU count, interleaved A1 B1 A2 B2 ...
+    first_repeat: int = 1  # the repeats are numbered first_repeat.. (a later command adds repeats: --merge)
     # repeats 2..N of the 1-GPU runs train at the same time on one GPU (quality only; timing discarded)
     concurrent_quality: bool = False
     gpu_busy_steps: int = 0  # > 0: GPU busy time per step, torch.profiler over this many steps
     gpu_busy_start: Optional[int] = None  # first profiled step (default: centred on the timed steps)
+    gpu_busy_at: Optional[float] = None  # the window at this fraction of each run's own steps
     gpu_busy_every: int = 0  # > 0: a profiled window every N steps (scripts/gaussian_scaling.py)
 
     @property

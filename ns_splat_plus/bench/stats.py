@@ -18,7 +18,7 @@ from ns_splat_plus.bench.results import TIMING_FIELDS, finite_or_none
 
 SUMMARY_METRICS = (
     "psnr", "ssim", "lpips", "step_time_ms_median", "train_wall_s", "num_gaussians", "train_peak_gib", "eval_peak_gib",
-    "gpu_busy_ms", "wall_over_busy",
+    "gpu_busy_ms", "wall_over_busy", "window_step_ms_median",
 )  # fmt: skip
 
 
