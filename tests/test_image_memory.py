@@ -117,6 +117,31 @@ def test_each_step_gets_the_image_of_the_camera_order(scenes, scene_name, image_
         datamanager.cached_train.close()
 
 
+@pytest.mark.parametrize("scene_name", ["plain", "distorted"])
+def test_eval_images_are_nerfstudios_pixels_and_intrinsics(scenes, scene_name, monkeypatch):
+    """The eval cache (decoded like the train images, into pinned blocks on CUDA) holds what nerfstudio
+    1.1.5's ``_load_images("eval")`` would: the same pixels and the same undistorted eval cameras."""
+    from ns_splat_plus.training import image_store
+
+    scene = scenes[scene_name]
+    reference = _datamanager(scene)
+    expected = upstream.load_images(reference, "eval", cache_images_device="gpu")  # "gpu" on a CPU device: plain
+    calls = []
+    real = image_store.load_host_images
+    monkeypatch.setattr(image_store, "load_host_images", lambda *a, **k: calls.append(k) or real(*a, **k))
+    datamanager = _datamanager(scene)
+    cached = datamanager.cached_eval
+    assert calls and calls[0]["description"] == "Decoding eval images"  # the shared decoder, not upstream's
+    assert len(cached) == len(expected) == len(datamanager.eval_dataset) > 0
+    for ours, theirs in zip(cached, expected):
+        assert ours["image"].dtype == torch.uint8 and torch.equal(ours["image"], theirs["image"])
+        assert ours["image_idx"] == theirs["image_idx"]
+    for attr in ("fx", "fy", "cx", "cy", "width", "height"):
+        assert torch.equal(getattr(datamanager.eval_dataset.cameras, attr), getattr(reference.eval_dataset.cameras, attr)), attr
+    if scene_name == "distorted":  # undistortion really changed the eval cameras
+        assert not torch.equal(reference.eval_dataset.cameras.fx, _datamanager(scene).eval_dataset.cameras.fx)
+
+
 # --- streaming through the real trainer ------------------------------------------------------------
 
 

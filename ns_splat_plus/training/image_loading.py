@@ -53,7 +53,7 @@ def load_train_images(datamanager):
     CONSOLE.print(plan.describe())
 
     def decode(idx: int, record_intrinsics: bool = False):
-        data, K = image_memory.decode_train_image(dataset, originals[idx].reshape(()), idx, config.cache_images_type)
+        data, K = image_memory.decode_image(dataset, originals[idx].reshape(()), idx, config.cache_images_type)
         if record_intrinsics and K is not None:  # as _load_images: the intrinsics of the image actually decoded
             image_memory.set_intrinsics(dataset.cameras, idx, K, data["image"].shape[0], data["image"].shape[1])
         return data

@@ -9,7 +9,7 @@ decoded images); :mod:`.image_store` holds them and moves one per step to the de
 
 Entry points: :func:`choose_image_memory` (a pure function of the image sizes, the available host
 memory and ``--pipeline.datamanager.image-memory``; its :meth:`ImageMemoryPlan.describe` is the one
-start-up console line), :func:`available_host_bytes`, :func:`decode_train_image` (nerfstudio's
+start-up console line), :func:`available_host_bytes`, :func:`decode_image` (nerfstudio's
 per-image processing: decode, then ``_undistort_image`` as ``_load_images`` does, without touching
 the dataset's cameras) and :func:`undistorted_intrinsics` (the cameras after undistortion, from the
 camera alone, so that streaming knows them before decoding any image).
@@ -127,7 +127,7 @@ def is_distorted(camera) -> bool:
     return camera.distortion_params is not None and not bool(torch.all(camera.distortion_params == 0))
 
 
-def decode_train_image(dataset, camera, idx: int, image_type: str) -> Tuple[Dict[str, torch.Tensor], Optional[np.ndarray]]:
+def decode_image(dataset, camera, idx: int, image_type: str) -> Tuple[Dict[str, torch.Tensor], Optional[np.ndarray]]:
     """Image ``idx`` of ``dataset`` decoded and undistorted exactly as nerfstudio 1.1.5's
     ``_load_images`` does (its inner ``undistort_idx``), but with ``camera`` the *original*
     (distorted) camera ``idx`` and without writing the dataset's cameras. Returns the data dict and

@@ -135,7 +135,8 @@ class HostImageStore:
 
 
 def load_host_images(
-    decode: Decode, num_images: int, workers: int, pin: bool, slab_bytes: Optional[int] = None
+    decode: Decode, num_images: int, workers: int, pin: bool, slab_bytes: Optional[int] = None,
+    description: str = "Decoding train images",
 ) -> HostImageStore:
     """Decode every image with ``workers`` threads (PIL and OpenCV release the GIL) into host memory;
     ``pin``: into page-locked :class:`PinnedSlabs` (``slab_bytes``: their block size; default:
@@ -156,7 +157,7 @@ def load_host_images(
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="splat-plus-decode") as pool:
         images = list(
-            track(pool.map(one, range(num_images)), description="Decoding train images", transient=True, total=num_images)
+            track(pool.map(one, range(num_images)), description=description, transient=True, total=num_images)
         )
     store = HostImageStore(images)
     store.slabs = slabs
