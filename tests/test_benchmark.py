@@ -743,6 +743,15 @@ def test_later_repeats_from_another_command_merge_into_one_report(tmp_path):
     assert summary["splat-plus"]["vs_reference"]["psnr"]["diff"] == pytest.approx(0.2)
     assert merged["settings"]["repeats"] == 3 and len(merged["merged_from"]) == 2
     assert "27.20 ± 0.20" in (out / "results.md").read_text()
+    # the plot's quality-vs-time points: every repeat's PSNR at the timing run's wall time
+    from ns_splat_plus.bench.plots import quality_vs_time_points
+
+    points = {p["method"]: p for p in quality_vs_time_points(merged)}
+    assert points["splat-plus"]["psnr"] == pytest.approx(27.2) and points["splat-plus"]["psnr_sd"] == pytest.approx(0.2)
+    assert points["splat-plus"]["wall_s"] == 30.0 and points["splatfacto"]["wall_s"] == 33.0
+    assert points["splat-plus"]["label"] == "splat-plus ×1 (3 runs)"
+    single = quality_vs_time_points(fake_results())
+    assert len(single) == 4 and all(p["psnr_sd"] is None for p in single)  # one point per ok run, no repeats
     with pytest.raises(ValueError, match="twice|results 1 and in results 2|in results 2"):
         runner.merge_results([timed, timed])
     other = {**quality, "settings": {**quality["settings"], "steps": 7000}}

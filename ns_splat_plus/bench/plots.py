@@ -7,9 +7,33 @@ matplotlib is imported inside it (install extra ``bench``), so nothing else in b
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from ns_splat_plus.bench.report import device_line
+from ns_splat_plus.bench.stats import summarize_repeats
+
+
+def quality_vs_time_points(results: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The points of the quality-vs-time plot: one per run; with repeats, one per method and GPU count
+    at the mean PSNR (± sd over every successful repeat) and the mean train wall of its timing runs
+    (runs that shared the GPU have no timing, and would otherwise leave their quality out)."""
+    runs = [r for r in results["runs"] if r["status"] in ("ok", "eval-failed")]
+    if not any((r.get("repeat") or 1) > 1 for r in runs):
+        return [
+            {"method": r["method"], "label": f"{r['method']} ×{r['num_gpus']}", "wall_s": r["train_wall_s"],
+             "psnr": r["psnr"], "psnr_sd": None}
+            for r in runs if r.get("psnr") is not None and r.get("train_wall_s")
+        ]  # fmt: skip
+    points = []
+    for entry in results.get("summary") or summarize_repeats(runs, results.get("reference_method")):
+        psnr, wall = entry["metrics"].get("psnr") or {}, entry["metrics"].get("train_wall_s") or {}
+        if psnr.get("mean") is None or wall.get("mean") is None:
+            continue
+        points.append({
+            "method": entry["method"], "wall_s": wall["mean"], "psnr": psnr["mean"], "psnr_sd": psnr.get("sd"),
+            "label": f"{entry['method']} ×{entry['num_gpus']} ({psnr['n']} runs)",
+        })  # fmt: skip
+    return points
 
 
 def make_plots(results: Dict[str, Any], plot_dir: Path) -> Dict[str, Path]:
@@ -29,14 +53,14 @@ def make_plots(results: Dict[str, Any], plot_dir: Path) -> Dict[str, Path]:
         return f"{r['method']} ×{r['num_gpus']}" + (f" #{r.get('repeat') or 1}" if repeats else "")
 
     def psnr_vs_time(ax):
-        for r in runs:
-            if r.get("psnr") is not None and r.get("train_wall_s"):
-                ax.scatter(r["train_wall_s"], r["psnr"], color=colors[r["method"]], s=40)
-                ax.annotate(label(r), (r["train_wall_s"], r["psnr"]), fontsize=8, xytext=(4, 4),
-                            textcoords="offset points")  # fmt: skip
+        for point in quality_vs_time_points(results):
+            ax.errorbar(point["wall_s"], point["psnr"], yerr=point["psnr_sd"] or 0.0, fmt="o",
+                        color=colors[point["method"]], markersize=6, capsize=3)  # fmt: skip
+            ax.annotate(point["label"], (point["wall_s"], point["psnr"]), fontsize=8, xytext=(4, 4),
+                        textcoords="offset points")  # fmt: skip
         ax.margins(x=0.3, y=0.15)  # room for the labels
         ax.set_xlabel("training wall time (s)")
-        ax.set_ylabel("held-out PSNR (dB)")
+        ax.set_ylabel("held-out PSNR (dB)" + (", mean ± sd" if repeats else ""))
         ax.set_title("quality vs time")
 
     def step_time(ax):
