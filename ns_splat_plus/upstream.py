@@ -12,8 +12,8 @@ Touch points (written for nerfstudio 1.1.5 and gsplat 1.4.0):
 
 ======================================  =============================================================
 nerfstudio
-``FullImageDatamanager._load_images``   eval images decoded into host memory (:func:`load_images`)
-``full_images_datamanager._undistort_image``  train images decoded one at a time (:func:`undistort_image`)
+``FullImageDatamanager._load_images``   the tests' reference for our image decoding (:func:`load_images`)
+``full_images_datamanager._undistort_image``  train and eval images decoded one at a time (:func:`undistort_image`)
 ``comms.LOCAL_PROCESS_GROUP``           the per-node group its launcher makes (:func:`set_local_process_group`)
 ``Trainer._load_checkpoint``            overridden by ``SplatPlusTrainer`` (resume)
 ``Trainer.train`` loop arithmetic       :func:`train_loop_subtracts_start_step`
@@ -95,7 +95,7 @@ def load_images(datamanager, split: str, cache_images_device: str):
 
 def undistort_image(camera, distortion_params, data: dict, image, K):
     """``full_images_datamanager._undistort_image`` (nerfstudio 1.1.5): ``(K, image, mask)`` of one
-    image, the per-image step of ``_load_images`` (training images are decoded one at a time,
+    image, the per-image step of ``_load_images`` (train and eval images are decoded one at a time,
     :mod:`ns_splat_plus.training.image_memory`)."""
     from nerfstudio.data.datamanagers import full_images_datamanager
 
