@@ -121,14 +121,14 @@ def test_each_step_gets_the_image_of_the_camera_order(scenes, scene_name, image_
 def test_eval_images_are_nerfstudios_pixels_and_intrinsics(scenes, scene_name, monkeypatch):
     """The eval cache (decoded like the train images, into pinned blocks on CUDA) holds what nerfstudio
     1.1.5's ``_load_images("eval")`` would: the same pixels and the same undistorted eval cameras."""
-    from ns_splat_plus.training import image_store
+    from ns_splat_plus.training import image_loading
 
     scene = scenes[scene_name]
     reference = _datamanager(scene)
     expected = upstream.load_images(reference, "eval", cache_images_device="gpu")  # "gpu" on a CPU device: plain
     calls = []
-    real = image_store.load_host_images
-    monkeypatch.setattr(image_store, "load_host_images", lambda *a, **k: calls.append(k) or real(*a, **k))
+    real = image_loading.load_host_images
+    monkeypatch.setattr(image_loading, "load_host_images", lambda *a, **k: calls.append(k) or real(*a, **k))
     datamanager = _datamanager(scene)
     cached = datamanager.cached_eval
     assert calls and calls[0]["description"] == "Decoding eval images"  # the shared decoder, not upstream's

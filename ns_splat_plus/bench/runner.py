@@ -330,22 +330,35 @@ def merge_results(parts: List[Dict[str, Any]], sources: Optional[List[str]] = No
         "concurrent_quality": any(p.get("settings", {}).get("concurrent_quality") for p in parts)
         or any(r.get("timing_valid") is False for r in runs),
     }
-    reference = parts[0].get("reference_method")
+    results = results_document(
+        settings, runs, parts[0].get("reference_method"), parts[0].get("environment"),
+        created=min(p.get("created") or "" for p in parts) or None,
+        finished=max(p.get("finished") or "" for p in parts) or None,
+        command=" ; ".join(str(p.get("command")) for p in parts), scene=parts[0].get("scene"),
+    )  # fmt: skip
+    results["merged_from"] = [
+        {"source": (sources or [None] * len(parts))[i], "command": p.get("command"), "created": p.get("created"),
+         "device": (p.get("environment") or {}).get("device_name"), "hostname": (p.get("environment") or {}).get("hostname")}
+        for i, p in enumerate(parts)
+    ]  # fmt: skip
+    return results
+
+
+def results_document(
+    settings: Dict[str, Any], runs: List[Dict[str, Any]], reference: Optional[str], environment: Optional[Dict[str, Any]],
+    created: Optional[str], finished: Optional[str], command: Optional[str], scene: Optional[str],
+) -> Dict[str, Any]:
+    """``results.json``'s content: the runs with their speedups, and the per-method summary over repeats."""
     add_speedups(runs)
     return {
         "schema": SCHEMA_VERSION,
-        "created": min(p.get("created") or "" for p in parts) or None,
-        "finished": max(p.get("finished") or "" for p in parts) or None,
-        "command": " ; ".join(str(p.get("command")) for p in parts),
-        "merged_from": [
-            {"source": (sources or [None] * len(parts))[i], "command": p.get("command"), "created": p.get("created"),
-             "device": (p.get("environment") or {}).get("device_name"), "hostname": (p.get("environment") or {}).get("hostname")}
-            for i, p in enumerate(parts)
-        ],  # fmt: skip
-        "scene": parts[0].get("scene"),
+        "created": created,
+        "finished": finished,
+        "command": command,
+        "scene": scene,
         "settings": settings,
         "reference_method": reference,
-        "environment": parts[0].get("environment"),
+        "environment": environment,
         "runs": runs,
         "summary": summarize_repeats(runs, reference),
     }
@@ -354,17 +367,9 @@ def merge_results(parts: List[Dict[str, Any]], sources: Optional[List[str]] = No
 def build_results(
     settings: BenchmarkSettings, runs: List[Dict[str, Any]], started: _dt.datetime, command: Optional[str]
 ) -> Dict[str, Any]:
-    add_speedups(runs)
-    reference = settings.reference_method()
-    return {
-        "schema": SCHEMA_VERSION,
-        "created": started.isoformat(timespec="seconds"),
-        "finished": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": command,
-        "scene": settings.describe_scene(),
-        "settings": asdict(settings) | {"effective_skip_steps": settings.effective_skip},
-        "reference_method": reference,
-        "environment": environment_summary(runs, settings.device_type),
-        "runs": runs,
-        "summary": summarize_repeats(runs, reference),
-    }
+    return results_document(
+        asdict(settings) | {"effective_skip_steps": settings.effective_skip}, runs, settings.reference_method(),
+        environment_summary(runs, settings.device_type), created=started.isoformat(timespec="seconds"),
+        finished=_dt.datetime.now().astimezone().isoformat(timespec="seconds"), command=command,
+        scene=settings.describe_scene(),
+    )  # fmt: skip

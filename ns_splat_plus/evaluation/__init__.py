@@ -12,12 +12,11 @@ from ns_splat_plus.evaluation.streamed import (
     eval_camera_and_batch,
     evaluate_all_images,
     evaluate_one_image,
-    load_eval_images_on_host,
     next_eval_index,
 )
 
 __all__ = [
     "MIB", "NS_EVAL_METRICS", "EvalReport", "PeakMemoryTracker", "describe_split", "eval_camera_and_batch",
-    "evaluate_all_images", "evaluate_one_image", "load_eval_images_on_host", "mean_and_std", "memory_tracker",
+    "evaluate_all_images", "evaluate_one_image", "mean_and_std", "memory_tracker",
     "next_eval_index", "scalar_metrics", "split_summary",
 ]

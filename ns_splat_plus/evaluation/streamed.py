@@ -9,13 +9,12 @@ split only (and the split is described), LPIPS is ``None`` when unavailable (nev
 peak device memory of training and of evaluation is tracked separately.
 
 Entry points: :func:`evaluate_all_images` (ns-eval and the in-training "all images" evaluation),
-:func:`evaluate_one_image` (the in-training single image), :func:`load_eval_images_on_host` (the
-datamanager's eval cache). Peak memory: :mod:`.memory`; the split: :mod:`.split`; the report: :mod:`.report`.
+:func:`evaluate_one_image` (the in-training single image); the eval images themselves are loaded by
+:func:`ns_splat_plus.training.image_loading.load_eval_images` (the datamanager's eval cache). Peak memory: :mod:`.memory`; the split: :mod:`.split`; the report: :mod:`.report`.
 """
 
 from __future__ import annotations
 
-import copy
 import random
 import time
 from pathlib import Path
@@ -29,34 +28,6 @@ from ns_splat_plus.evaluation.split import describe_split
 
 
 # --- eval images: host memory, one at a time to the device -----------------------------------------
-
-
-def load_eval_images_on_host(datamanager) -> List[Dict[str, torch.Tensor]]:
-    """The eval images, decoded and undistorted as nerfstudio's ``_load_images`` does, in host memory.
-
-    Replaces ``FullImageDatamanager.cached_eval``, which with ``cache_images="gpu"`` keeps every eval
-    image on the device for the rest of the run. The train images' decoder is used: with CUDA the
-    images go into shared page-locked blocks (:class:`~ns_splat_plus.training.image_store.PinnedSlabs`)
-    rather than one pinned allocation per image, which torch rounds up to a power of two (a 4K frame
-    of 24.9 MB takes 32 MiB). Undistortion rewrites the eval cameras' intrinsics, so this must run
-    exactly once per datamanager (it backs a cached property).
-    """
-    from ns_splat_plus.training import image_memory
-    from ns_splat_plus.training.image_store import load_host_images
-
-    dataset, config = datamanager.eval_dataset, datamanager.config
-    originals = copy.deepcopy(dataset.cameras)  # undistortion needs the distorted cameras
-
-    def decode(idx: int) -> Dict[str, torch.Tensor]:
-        data, K = image_memory.decode_image(dataset, originals[idx].reshape(()), idx, config.cache_images_type)
-        if K is not None:  # as _load_images: the intrinsics of the image actually decoded
-            image_memory.set_intrinsics(dataset.cameras, idx, K, data["image"].shape[0], data["image"].shape[1])
-        return data
-
-    pin = torch.device(datamanager.device).type == "cuda" and torch.cuda.is_available()
-    workers = image_memory.default_workers(config.max_thread_workers)
-    store = load_host_images(decode, len(dataset), workers, pin=pin, description="Decoding eval images")
-    return [store[i] for i in range(len(store))]
 
 
 def eval_camera_and_batch(datamanager, index: int, device: torch.device) -> Tuple[Any, Dict[str, Any]]:

@@ -198,7 +198,7 @@ class SplatPlusDataManager(FullImageDatamanager):
     def cached_eval(self) -> List[Dict[str, torch.Tensor]]:
         """Eval images stay in host memory whatever ``cache_images`` says; evaluation moves one at a
         time to the device (upstream keeps them all on the GPU with cache_images="gpu")."""
-        from ns_splat_plus.evaluation import load_eval_images_on_host
+        from ns_splat_plus.training import image_loading
 
         with photo_errors(self.eval_dataset):
-            return load_eval_images_on_host(self)
+            return image_loading.load_eval_images(self)

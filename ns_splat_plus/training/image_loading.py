@@ -3,7 +3,8 @@
 Entry points: :func:`load_train_images` (backs ``SplatPlusDataManager.cached_train``: chooses host
 memory or streaming from the cameras' sizes and the available host memory, prints one line, builds
 the store and the device prefetcher, writes the undistorted intrinsics into the dataset's cameras
-as nerfstudio's ``_load_images`` does) and :func:`report_startup` (seconds from process start to the
+as nerfstudio's ``_load_images`` does), :func:`load_eval_images` (backs ``cached_eval``: the same
+decoder, always into host memory) and :func:`report_startup` (seconds from process start to the
 first training step: one console line and a writer scalar).
 """
 
@@ -13,7 +14,7 @@ import copy
 import dataclasses
 import functools
 import time
-from typing import Optional
+from typing import Dict, List, Optional
 
 import torch
 
@@ -52,12 +53,7 @@ def load_train_images(datamanager):
         plan = dataclasses.replace(plan, workers=image_memory.default_workers(config.max_thread_workers))
     CONSOLE.print(plan.describe())
 
-    def decode(idx: int, record_intrinsics: bool = False):
-        data, K = image_memory.decode_image(dataset, originals[idx].reshape(()), idx, config.cache_images_type)
-        if record_intrinsics and K is not None:  # as _load_images: the intrinsics of the image actually decoded
-            image_memory.set_intrinsics(dataset.cameras, idx, K, data["image"].shape[0], data["image"].shape[1])
-        return data
-
+    decode = image_memory.image_decoder(dataset, originals, config.cache_images_type)
     if plan.mode == "host":
         store = load_host_images(functools.partial(decode, record_intrinsics=True), len(dataset), plan.workers, pin=plan.pinned)
     else:
@@ -68,6 +64,23 @@ def load_train_images(datamanager):
     datamanager.train_cameras = dataset.cameras.to(datamanager.device)
     datamanager._train_images_seconds = time.perf_counter() - started
     return store
+
+
+def load_eval_images(datamanager) -> List[Dict[str, torch.Tensor]]:
+    """The eval images, decoded and undistorted as nerfstudio's ``_load_images`` does, in host memory
+    (backs ``SplatPlusDataManager.cached_eval``; evaluation moves one at a time to the device).
+
+    nerfstudio pins each eval image on its own, which torch rounds up to a power of two (a 24.9 MB
+    4K frame takes 32 MiB); here, with CUDA, they share page-locked blocks as the train images do.
+    Undistortion rewrites the eval cameras' intrinsics, so this must run exactly once per datamanager.
+    """
+    dataset, config = datamanager.eval_dataset, datamanager.config
+    decode = image_memory.image_decoder(dataset, copy.deepcopy(dataset.cameras), config.cache_images_type)
+    store = load_host_images(
+        functools.partial(decode, record_intrinsics=True), len(dataset), image_memory.default_workers(config.max_thread_workers),
+        pin=_cuda_in_use(datamanager.device), description="Decoding eval images",
+    )  # fmt: skip
+    return [store[i] for i in range(len(store))]
 
 
 def process_age_seconds() -> Optional[float]:

@@ -148,6 +148,21 @@ def decode_image(dataset, camera, idx: int, image_type: str) -> Tuple[Dict[str, 
     return data, K
 
 
+def image_decoder(dataset, originals, image_type: str):
+    """``decode(idx, record_intrinsics=False)``: image ``idx`` of ``dataset`` by :func:`decode_image`
+    from ``originals`` (a copy of the dataset's cameras as the dataparser gave them: undistortion
+    needs the distorted ones); ``record_intrinsics`` writes the undistorted intrinsics of the image
+    actually decoded into ``dataset.cameras``, as ``_load_images`` does."""
+
+    def decode(idx: int, record_intrinsics: bool = False) -> Dict[str, torch.Tensor]:
+        data, K = decode_image(dataset, originals[idx].reshape(()), idx, image_type)
+        if record_intrinsics and K is not None:
+            set_intrinsics(dataset.cameras, idx, K, data["image"].shape[0], data["image"].shape[1])
+        return data
+
+    return decode
+
+
 def undistorted_intrinsics(camera) -> Tuple[np.ndarray, int, int]:
     """(K, height, width) after undistortion, from the camera alone: nerfstudio's ``_undistort_image``
     on a black image (the new intrinsics and crop depend only on the camera, not on the pixels)."""
