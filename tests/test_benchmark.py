@@ -432,6 +432,7 @@ def test_step_profiler_breaks_a_real_run_into_sections(tmp_path):
     report = json.loads((tmp_path / "prof" / "profile.rank0.json").read_text())
     sections = report["sections"]
     assert report["steps_counted"] == 24  # steps 5..29: 25 begins, 24 full periods
+    assert report["iterations_counted"] == 25  # the sections' denominator: the iterations they timed
     period = sections["whole loop period"]["ms_per_step"]
     iteration = sections["iteration: train_iteration"]["ms_per_step"]
     assert 0 < iteration < period

@@ -30,7 +30,8 @@ class SectionTimer:
         self.totals: Dict[str, float] = defaultdict(float)
         self.calls: Dict[str, int] = defaultdict(int)
         self.counting = False
-        self.steps = 0
+        self.steps = 0  # whole loop periods counted (begin to next begin)
+        self.iterations = 0  # iterations counted: one more than the periods (the last has no next begin)
         self.gc_s = 0.0
         self.gc_collections = 0
         self._gc_started = None
@@ -113,6 +114,7 @@ def install_sections(trainer, skip: int, sync: bool, gc_freeze: bool) -> Section
             timer.totals["whole loop period"] += now - state["last_begin"]
             timer.steps += 1
         timer.counting = step >= skip
+        timer.iterations += int(timer.counting)
         state["last_begin"] = now if timer.counting else None
 
     trainer.callbacks.insert(0, TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], begin))
@@ -125,10 +127,18 @@ def install_sections(trainer, skip: int, sync: bool, gc_freeze: bool) -> Section
 
 def write_report(timer: SectionTimer, out: Path, rank: int, meta: Dict[str, Any]) -> Dict[str, Any]:
     """OUT/profile.rank<k>.json and a table on stdout (ms per counted step)."""
-    steps = max(1, timer.steps)
-    rows = {name: {"ms_per_step": 1e3 * total / steps, "calls": timer.calls[name]} for name, total in timer.totals.items()}
-    rows["gc (python garbage collector)"] = {"ms_per_step": 1e3 * timer.gc_s / steps, "calls": timer.gc_collections}
-    payload = {"rank": rank, "steps_counted": timer.steps, "sync": timer.sync_device is not None, **meta, "sections": rows}
+    # the loop period per counted period; every section per counted iteration (the sections of the
+    # last iteration are counted, its period is not: one denominator for both overstated the sections)
+    periods, iterations = max(1, timer.steps), max(1, timer.iterations)
+    rows = {
+        name: {"ms_per_step": 1e3 * total / (periods if name == "whole loop period" else iterations), "calls": timer.calls[name]}
+        for name, total in timer.totals.items()
+    }  # fmt: skip
+    rows["gc (python garbage collector)"] = {"ms_per_step": 1e3 * timer.gc_s / iterations, "calls": timer.gc_collections}
+    payload = {
+        "rank": rank, "steps_counted": timer.steps, "iterations_counted": timer.iterations,
+        "sync": timer.sync_device is not None, **meta, "sections": rows,
+    }  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / f"profile.rank{rank}.json").write_text(json.dumps(payload, indent=2))
     lines = [f"rank {rank}: {timer.steps} steps counted, sync={payload['sync']}, ms per step"]
