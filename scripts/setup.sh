@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
+  # torch's CUDA libraries make the environment about 8 GiB: say so before pip runs out of disk halfway
+  free_gib=$(df -Pk . | awk 'NR == 2 {print int($4 / 1048576)}')
+  if [ "${free_gib:-0}" -lt 10 ]; then
+    echo "setup.sh: warning: ${free_gib} GiB free on this disk; .venv needs about 8 GiB (torch with its CUDA libraries)" >&2
+  fi
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel

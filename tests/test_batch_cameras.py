@@ -149,6 +149,19 @@ def test_launch_scales_for_b_cameras_on_one_process(tmp_path):
     assert config.max_num_iterations == 30000 // 4
 
 
+def test_launch_applies_the_steps_scaler_and_says_so(capsys):
+    import copy
+
+    config = copy.deepcopy(splat_plus_trainer_config())
+    config.machine.device_type = "cpu"
+    config.steps_scaler = 0.5
+    parallel.prepare_launch(config)
+    assert config.max_num_iterations == 15000 and config.pipeline.model.refine_every == 50
+    assert "splat-plus: schedule for --steps-scaler 0.5: max_num_iterations 30000->15000" in capsys.readouterr().out
+    parallel.prepare_launch(config)  # once per config
+    assert config.max_num_iterations == 15000
+
+
 def test_fast_preset():
     config = splat_plus_fast.config
     assert config.method_name == "splat-plus-fast"

@@ -163,6 +163,29 @@ def test_train_commands_single_and_multi_gpu(tmp_path):
     assert "--machine.seed" not in other
 
 
+def test_variants_train_their_method_with_their_arguments_under_their_label(tmp_path):
+    """--variant LABEL=METHOD ARGS: B = 2 beside B = 1 in one command; the label names the run."""
+    args = cli.build_parser().parse_args([
+        "--methods", "splat-plus", "splat-plus-b2", "--method-args", "splat-plus-b2=--machine.seed 3",
+        "--variant", "splat-plus-b2=splat-plus --pipeline.datamanager.cameras-per-step 2",
+    ])  # fmt: skip
+    settings = cli.settings_from_args(args)
+    plain = runner.train_command(settings, "splat-plus", 1, tmp_path)
+    b2 = runner.train_command(settings, "splat-plus-b2", 1, tmp_path)
+    assert b2[4] == "splat-plus" and b2[:4] == plain[:4]  # ns-train runs the variant's method
+    joined = " ".join(b2)
+    assert "--pipeline.datamanager.cameras-per-step 2" in joined and "--machine.seed 3" in joined
+    assert "cameras-per-step" not in " ".join(plain)
+    assert b2[-7:] == FOX_SCENE_ARGS.split()  # the scene still comes last
+    assert [r.tag for b in runner.plan_batches(settings) for r in b] == ["splat-plus-1gpu", "splat-plus-b2-1gpu"]
+    # whether it trains on several GPUs is the variant's method's matter
+    record = runner.run_one(BenchmarkSettings(gpus=[2], methods=["facto-x"], variants={"facto-x": "splatfacto"}), "facto-x", 2, tmp_path)
+    assert record["status"] == "unsupported" and record["method"] == "facto-x"
+    for bad in (["--variant", "x=splat-plus"], ["--methods", "x", "--variant", "x=--seed 1"], ["--methods", "x", "--variant", "x"]):
+        with pytest.raises(SystemExit):
+            cli.settings_from_args(cli.build_parser().parse_args(bad))
+
+
 def test_multi_gpu_splatfacto_is_recorded_as_unsupported_without_running(tmp_path):
     settings = BenchmarkSettings(gpus=[2])
     record = runner.run_one(settings, "splatfacto", 2, tmp_path)
@@ -758,5 +781,9 @@ def test_later_repeats_from_another_command_merge_into_one_report(tmp_path):
     other = {**quality, "settings": {**quality["settings"], "steps": 7000}}
     with pytest.raises(ValueError, match="steps"):
         runner.merge_results([timed, other])
+    # results written before --variant existed merge with ones that have none; other variants do not
+    assert len(runner.merge_results([timed, {**quality, "settings": {**quality["settings"], "variants": {}}}])["runs"]) == 6
+    with pytest.raises(ValueError, match="variants"):
+        runner.merge_results([timed, {**quality, "settings": {**quality["settings"], "variants": {"splat-plus": "x"}}}])
     with pytest.raises(SystemExit):
         cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--out", str(tmp_path / "x")])

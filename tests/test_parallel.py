@@ -93,6 +93,62 @@ def test_scale_schedule_switches():
     assert parallel.scale_schedule(splat_plus_trainer_config(), 1, off.data_parallel) == []
 
 
+def test_steps_scaler_compresses_the_whole_schedule():
+    from ns_splat_plus.method import splat_plus_trainer_config
+
+    config, base = splat_plus_trainer_config(), splat_plus_trainer_config()
+    config.steps_scaler = 0.8
+    assert parallel.scale_schedule(config, 1, config.data_parallel)
+    m, b = config.pipeline.model, base.pipeline.model
+    assert config.max_num_iterations == 24000
+    for name in ("warmup_length", "refine_every", "stop_split_at", "stop_screen_size_at", "sh_degree_interval", "resolution_schedule"):
+        assert getattr(m, name) == math.ceil(getattr(b, name) * 0.8), name
+    means, base_means = config.optimizers["means"], base.optimizers["means"]
+    assert means["scheduler"].max_steps == 24000  # the learning rate decays over the shorter run
+    assert config.optimizers["camera_opt"]["scheduler"].warmup_steps == 800
+    # one camera per step: step counts only, learning rates and betas untouched
+    assert means["optimizer"].lr == base_means["optimizer"].lr
+    assert not hasattr(means["optimizer"], "betas")
+    assert config.data_parallel.scaled_for_steps_scaler == 0.8 and config.data_parallel.scaled_for_world_size == 0
+    # applied once; another scaler on the same config is refused
+    assert parallel.scale_schedule(config, 1, config.data_parallel) == []
+    assert config.max_num_iterations == 24000
+    config.steps_scaler = 0.5
+    with pytest.raises(DeviceResolutionError, match="already scaled by --steps-scaler 0.8"):
+        parallel.scale_schedule(config, 1, config.data_parallel)
+
+
+def test_steps_scaler_composes_with_cameras_per_step():
+    from ns_splat_plus.method import splat_plus_fast_trainer_config
+
+    config = splat_plus_fast_trainer_config()
+    config.steps_scaler = 0.8
+    parallel.scale_schedule(config, 4, config.data_parallel)
+    assert config.max_num_iterations == 6000  # 30000 x 0.8 / 4
+    assert config.pipeline.model.refine_every == 20 and config.pipeline.model.resolution_schedule == 600
+    assert config.optimizers["means"]["scheduler"].max_steps == 6000
+    assert config.optimizers["means"]["optimizer"].lr == pytest.approx(1.6e-4 * 2)  # sqrt(4): from B, not the scaler
+    assert config.optimizers["means"]["optimizer"].betas == pytest.approx((0.9**4, 0.999**4))
+    # the scaler is the decimal it was written as: 100 x 0.07 is 7 steps (the float product is 7.000000000000001)
+    assert parallel.scaled_steps(100, 1, 0.07) == 7
+    assert parallel.scaled_steps(30000, 4, 0.8) == 6000 and parallel.scaled_steps(10, 4, 1.5) == 4
+    assert parallel.scaled_steps(0, 4, 0.5) == 0 and parallel.scaled_steps(1, 4, 0.1) == 1
+
+
+def test_steps_scaler_must_be_positive():
+    from ns_splat_plus.errors import UserInputError
+    from ns_splat_plus.method import splat_plus_trainer_config
+    from ns_splat_plus.training import inputs
+
+    config = splat_plus_trainer_config()
+    config.steps_scaler = 2.0
+    inputs.check_options(config)  # a longer schedule is fine
+    for bad in (0.0, -0.5, float("nan"), float("inf")):
+        config.steps_scaler = bad
+        with pytest.raises(UserInputError, match="--steps-scaler must be a positive number"):
+            inputs.check_options(config)
+
+
 # --- collectives on two gloo ranks ---------------------------------------------------------------------
 
 

@@ -120,6 +120,9 @@ def test_bad_checkpoints_are_one_clear_error_and_leave_the_trainer_untouched(run
             {**state, "pipeline": {**state["pipeline"], "_model.gauss_params.features_rest": torch.zeros(
                 state["pipeline"]["_model.gauss_params.means"].shape[0], 3, 3)}},
         ),
+        "written with --steps-scaler 0.5, this run has 1.0": _write(
+            tmp_path / "scaler.ckpt", {**state, "training": {**state["training"], "steps_scaler": 0.5}}
+        ),
         "inconsistent Gaussian counts": _write(
             tmp_path / "count.ckpt",
             {**state, "pipeline": {**state["pipeline"], "_model.gauss_params.scales": torch.zeros(7, 3)}},

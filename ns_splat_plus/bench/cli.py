@@ -60,6 +60,23 @@ def _parse_method_args(items: Iterable[str]) -> Dict[str, str]:
     return out
 
 
+def _parse_variants(items: Iterable[str], methods: Sequence[str]) -> Dict[str, str]:
+    """``LABEL=METHOD ARGS...`` -> {label: "METHOD ARGS..."}; every label must be listed in --methods."""
+    out: Dict[str, str] = {}
+    for item in items:
+        label, _, spec = item.partition("=")
+        label, spec = label.strip(), spec.strip()
+        if not label or not spec or spec.startswith("-"):
+            raise SystemExit(f"--variant {item!r}: expected LABEL=METHOD [ns-train arguments], "
+                             "e.g. 'splat-plus-b2=splat-plus --pipeline.datamanager.cameras-per-step 2'")  # fmt: skip
+        if label in out:
+            raise SystemExit(f"--variant {label!r} is given twice")
+        if label not in methods:
+            raise SystemExit(f"--variant {label!r}: list {label} in --methods too (it sets the run order)")
+        out[label] = spec
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchmark.py",
@@ -92,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--train-args", default="", help="extra ns-train method arguments for every method")
     parser.add_argument("--method-args", action="append", default=[], metavar="METHOD=ARGS",
                         help="extra ns-train arguments for one method (repeatable)")  # fmt: skip
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=METHOD ARGS",
+                        help="a run named LABEL in --methods that trains METHOD with ARGS added, e.g. "
+                        "'splat-plus-b2=splat-plus --pipeline.datamanager.cameras-per-step 2' (repeatable)")  # fmt: skip
     parser.add_argument("--multi-gpu-args", default="", help="extra ns-train arguments for W>1 runs ({W} = GPUs)")
     parser.add_argument("--device-type", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--launcher", choices=["torchrun", "spawn"], default="torchrun",
@@ -135,6 +155,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         scene_name=args.scene_name,
         train_args=args.train_args,
         method_args=_parse_method_args(args.method_args),
+        variants=_parse_variants(args.variant, args.methods),
         multi_gpu_args=args.multi_gpu_args,
         device_type=args.device_type,
         launcher=args.launcher,

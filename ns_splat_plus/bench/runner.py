@@ -45,7 +45,8 @@ def _fmt(value: Any, spec: str) -> str:
 
 
 def train_command(settings: BenchmarkSettings, method: str, num_gpus: int, run_dir: Path) -> List[str]:
-    """The command that trains ``method`` on ``num_gpus`` GPUs through the probe."""
+    """The command that trains ``method`` (a name in ``settings.methods``: a method or a variant's
+    label) on ``num_gpus`` GPUs through the probe."""
     common = [
         "--output-dir", str(run_dir),
         "--timestamp", "bench",
@@ -61,10 +62,10 @@ def train_command(settings: BenchmarkSettings, method: str, num_gpus: int, run_d
     ]  # fmt: skip
     if num_gpus == 1 or settings.launcher == "spawn":
         common += ["--machine.num-devices", str(num_gpus)]
-    extra = shlex.split(settings.train_args) + shlex.split(settings.method_args.get(method, ""))
+    extra = shlex.split(settings.train_args) + settings.variant_args(method) + shlex.split(settings.method_args.get(method, ""))
     if num_gpus > 1:
         extra += shlex.split(settings.multi_gpu_args.replace("{W}", str(num_gpus)))
-    probe_args = ["train", method, *common, *extra, *shlex.split(settings.scene_args)]
+    probe_args = ["train", settings.nerfstudio_method(method), *common, *extra, *shlex.split(settings.scene_args)]
     if num_gpus > 1 and settings.launcher == "torchrun":
         return [
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(num_gpus),
@@ -125,7 +126,7 @@ class RunJob:
     def prepare(self) -> bool:
         """False when the run is not made (recorded as unsupported)."""
         settings, method, num_gpus, record = self.settings, self.plan.method, self.plan.num_gpus, self.record
-        if num_gpus > 1 and method not in MULTI_GPU_METHODS and not settings.force_multi_gpu:
+        if num_gpus > 1 and settings.nerfstudio_method(method) not in MULTI_GPU_METHODS and not settings.force_multi_gpu:
             record["status"] = "unsupported"
             record["error"] = f"{method} does not train on several GPUs (crashes at start); not run"
             log(f"{self.tag}: skipped, {record['error']}")
@@ -158,7 +159,7 @@ class RunJob:
         unit = "GPU(s)" if settings.device_type == "cuda" else "CPU process(es)"
         log_path = self.out_dir / "logs" / f"{tag}.train.log"
         log(f"{tag}: training {settings.steps} steps on {self.plan.num_gpus} {unit} (log: {log_path})")
-        env = children.child_env(settings, self.plan.num_gpus, probe_path, self.standin, method=self.plan.method)
+        env = children.child_env(settings, self.plan.num_gpus, probe_path, self.standin, method=settings.nerfstudio_method(self.plan.method))
         child = children.run_child(command, log_path, env, settings.timeout_s, tag)
         record["process_wall_s"] = child.wall_s
         record["train_log"] = str(child.log_path)
@@ -195,7 +196,7 @@ class RunJob:
         eval_probe = self.base_dir / "benchmark_probe_eval.json"
         child = children.run_child(
             eval_command(self.config_path, eval_json), self.out_dir / "logs" / f"{tag}.eval.log",
-            children.child_env(settings, 1, eval_probe, self.standin, method=self.plan.method), settings.timeout_s, tag,
+            children.child_env(settings, 1, eval_probe, self.standin, method=settings.nerfstudio_method(self.plan.method)), settings.timeout_s, tag,
         )  # fmt: skip
         record["eval_log"] = str(child.log_path)
         if child.timed_out or child.returncode != 0 or not eval_json.is_file():
@@ -304,11 +305,11 @@ def merge_results(parts: List[Dict[str, Any]], sources: Optional[List[str]] = No
     """
     if len(parts) < 2:
         raise ValueError("merging needs at least two results files")
-    same = ("steps", "scene_args", "train_args", "method_args", "skip_steps", "eval_every", "device_type")
+    same = ("steps", "scene_args", "train_args", "method_args", "variants", "skip_steps", "eval_every", "device_type")
     first = parts[0].get("settings", {})
     for index, part in enumerate(parts[1:], 2):
         settings = part.get("settings", {})
-        differ = [key for key in same if settings.get(key) != first.get(key)]
+        differ = [key for key in same if (settings.get(key) or None) != (first.get(key) or None)]  # absent = empty
         if differ:
             raise ValueError(f"results {index} differs from results 1 in " + ", ".join(differ) + ": not one experiment")
     runs: List[Dict[str, Any]] = []

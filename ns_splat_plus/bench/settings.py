@@ -38,6 +38,8 @@ class BenchmarkSettings:
     scene_args: str = FOX_SCENE_ARGS
     train_args: str = ""
     method_args: Dict[str, str] = field(default_factory=dict)
+    # label -> "METHOD ARGS": the label runs nerfstudio's METHOD with ARGS added (e.g. B = 2 cameras per step beside B = 1)
+    variants: Dict[str, str] = field(default_factory=dict)
     multi_gpu_args: str = ""
     device_type: str = "cuda"
     launcher: str = "torchrun"  # for W > 1: torchrun, or spawn (ns-train --machine.num-devices W)
@@ -62,6 +64,16 @@ class BenchmarkSettings:
     def effective_skip(self) -> int:
         """Steps left out of the median: --skip-steps, at most half the run (tiny CPU runs)."""
         return max(0, min(self.skip_steps, self.steps // 2))
+
+    def nerfstudio_method(self, label: str) -> str:
+        """The method ``ns-train`` runs for a name in ``methods`` (a variant's METHOD, else the name)."""
+        spec = self.variants.get(label)
+        return shlex.split(spec)[0] if spec else label
+
+    def variant_args(self, label: str) -> List[str]:
+        """The ns-train arguments a variant adds to its method ([] for a plain method)."""
+        spec = self.variants.get(label)
+        return shlex.split(spec)[1:] if spec else []
 
     def reference_method(self) -> Optional[str]:
         if self.reference:

@@ -25,6 +25,8 @@ class DataParallelConfig(PrintableConfig):
     """Process-group timeout for torchrun / srun: a rank stuck longer than this in a collective (a peer that vanished) stops with an error. ns-train's own spawn uses nerfstudio's 30 minutes."""
     scaled_for_world_size: int = 0
     """Set by splat-plus: the effective batch (ranks x cameras per step) this config's schedule was already scaled for (0: not scaled)."""
+    scaled_for_steps_scaler: float = 0.0
+    """Set by splat-plus: the --steps-scaler this config's schedule was already scaled by (0: not scaled)."""
 
 
 @dataclass

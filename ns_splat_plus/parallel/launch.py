@@ -44,7 +44,7 @@ from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.parallel import collectives, devices
 from ns_splat_plus.parallel.config import DataParallelConfig
 from ns_splat_plus.parallel.devices import DevicePlan, DeviceResolutionError
-from ns_splat_plus.parallel.schedule import effective_batch, scale_schedule
+from ns_splat_plus.parallel.schedule import effective_batch, scale_schedule, steps_scaler_of
 
 
 # --- process state ---------------------------------------------------------------------------------
@@ -184,14 +184,14 @@ def prepare_launch(config) -> DevicePlan:
         _GSPLAT_BUILT = True
     machine.num_devices = plan.num_devices_for_launch
     batch = effective_batch(config, plan.world_size)
-    if batch > 1:  # also one GPU with B > 1 cameras per step: the same rule for W x B cameras
+    steps_scaler = steps_scaler_of(config)
+    if batch > 1 or steps_scaler != 1.0:  # also one GPU with B > 1 cameras per step: the same rule for W x B cameras
         changes = scale_schedule(config, batch, dp)
         if plan.rank == 0 and changes:
-            per_rank = batch // plan.world_size
-            CONSOLE.print(
-                f"splat-plus: schedule for {plan.world_size} ranks x {per_rank} cameras per step: " + "; ".join(changes),
-                markup=False,
-            )
+            ranks = f"{plan.world_size} rank" + ("s" if plan.world_size > 1 else "")
+            reasons = [f"{ranks} x {batch // plan.world_size} cameras per step"] if batch > 1 else []
+            reasons += [f"--steps-scaler {steps_scaler:g}"] if steps_scaler != 1.0 else []
+            CONSOLE.print(f"splat-plus: schedule for {' and '.join(reasons)}: " + "; ".join(changes), markup=False)
     _PLAN = plan
     return plan
 

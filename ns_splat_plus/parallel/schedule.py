@@ -2,13 +2,16 @@
 
 W ranks with B cameras each (``--pipeline.datamanager.cameras-per-step``) do the one-camera run's
 work in 1/(W x B) of the steps: step counts are divided by W x B, learning rates multiplied by
-sqrt(W x B) and Adam's betas raised to the power W x B (Grendel-GS). See README, "Several GPUs".
+sqrt(W x B) and Adam's betas raised to the power W x B (Grendel-GS). ``--steps-scaler s`` multiplies
+every step count by s as well (gsplat simple_trainer's ``steps_scaler``): a compressed or stretched
+schedule. See README, "Several GPUs" and "Speed".
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import fields
+from fractions import Fraction
 from typing import List
 
 import torch
@@ -31,11 +34,20 @@ TRAINER_STEP_FIELDS = ("max_num_iterations", "steps_per_eval_image", "steps_per_
 SCHEDULER_STEP_FIELDS = ("max_steps", "warmup_steps")
 
 
-def scaled_steps(steps: int, world_size: int) -> int:
-    """ceil(steps / W), at least 1 for a positive count (0 stays 0: "never")."""
+def scaled_steps(steps: int, world_size: int, steps_scaler: float = 1.0) -> int:
+    """ceil(steps x steps_scaler / W), at least 1 for a positive count (0 stays 0: "never").
+
+    The scaler is taken as the decimal it was written as (0.8 is 4/5, not the float just above it),
+    so that 30000 x 0.8 / 4 is 6000, not 6001."""
     if steps <= 0:
         return steps
-    return max(1, math.ceil(steps / world_size))
+    ratio = Fraction(steps_scaler).limit_denominator(10**6) / world_size
+    return max(1, math.ceil(steps * ratio))
+
+
+def steps_scaler_of(config) -> float:
+    """``--steps-scaler`` of a SplatPlusTrainerConfig (1.0 for configs written before it existed)."""
+    return float(getattr(config, "steps_scaler", 1.0))
 
 
 def lr_factor(world_size: int, rule: str) -> float:
@@ -55,24 +67,35 @@ def effective_batch(config, world_size: int) -> int:
 
 def scale_schedule(config, world_size: int, dp: DataParallelConfig) -> List[str]:
     """Scale ``config`` (a SplatPlusTrainerConfig) in place for an effective batch of ``world_size``
-    cameras per step (W ranks x B cameras per rank: pass :func:`effective_batch`); returns what changed.
+    cameras per step (W ranks x B cameras per rank: pass :func:`effective_batch`) and for its
+    ``steps_scaler``; returns what changed.
 
     The rule: each step processes W x B cameras, so it does the one-camera run's work in 1/(W x B)
-    of the steps (below, W stands for the effective batch W x B). Every step count is divided by W (rounded up): total steps, refine interval,
-    refine start (warmup_length) and stop, screen-size stop, SH-degree interval, resolution schedule,
-    LR-scheduler max/warmup steps, eval and checkpoint intervals (the opacity reset is counted in
-    refine intervals, so it follows). Gradients are averaged over W cameras, so learning rates are
-    multiplied by sqrt(W) (``lr_scaling``) and Adam's betas raised to the power W
-    (``scale_adam_betas``), as Grendel-GS does for batched training. Applied once per config.
+    of the steps (below, W stands for the effective batch W x B). Every step count is multiplied by
+    steps_scaler / W (rounded up): total steps, refine interval, refine start (warmup_length) and
+    stop, screen-size stop, SH-degree interval, resolution schedule, LR-scheduler max/warmup steps,
+    eval and checkpoint intervals (the opacity reset is counted in refine intervals, so it follows).
+    Gradients are averaged over W cameras, so learning rates are multiplied by sqrt(W)
+    (``lr_scaling``) and Adam's betas raised to the power W (``scale_adam_betas``), as Grendel-GS
+    does for batched training; the steps scaler changes step counts only. With ``scale_schedule``
+    off, only the steps scaler applies. Applied once per config.
     """
+    steps_scaler = steps_scaler_of(config)
     if world_size <= 1 or not dp.scale_schedule:
+        world_size = 1
+    if world_size == 1 and steps_scaler == 1.0:
         return []
-    if dp.scaled_for_world_size:
-        if dp.scaled_for_world_size != world_size:
+    if dp.scaled_for_world_size or dp.scaled_for_steps_scaler:
+        if dp.scaled_for_world_size and dp.scaled_for_world_size != world_size:
             raise DeviceResolutionError(
                 f"this config's schedule was already scaled for {dp.scaled_for_world_size} cameras per step (ranks x "
                 f"--pipeline.datamanager.cameras-per-step), but this run has {world_size}; start from the method's "
                 "defaults (not --load-config) to rescale"
+            )
+        if (dp.scaled_for_steps_scaler or 1.0) != steps_scaler:
+            raise DeviceResolutionError(
+                f"this config's schedule was already scaled by --steps-scaler {dp.scaled_for_steps_scaler or 1.0}, but "
+                f"this run asks for {steps_scaler}; start from the method's defaults (not --load-config) to rescale"
             )
         return []
     changes: List[str] = []
@@ -80,7 +103,7 @@ def scale_schedule(config, world_size: int, dp: DataParallelConfig) -> List[str]
     def scale_attr(obj, name: str, label: str) -> None:
         value = getattr(obj, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            new = scaled_steps(value, world_size)
+            new = scaled_steps(value, world_size, steps_scaler)
             setattr(obj, name, new)
             changes.append(f"{label} {value}->{new}")
 
@@ -98,7 +121,7 @@ def scale_schedule(config, world_size: int, dp: DataParallelConfig) -> List[str]
         if opt is not None:
             if factor != 1.0:
                 opt.lr = opt.lr * factor
-            if dp.scale_adam_betas and opt._target is torch.optim.Adam:
+            if dp.scale_adam_betas and world_size > 1 and opt._target is torch.optim.Adam:
                 if not isinstance(opt, AdamWithBetasOptimizerConfig):
                     values = {f.name: getattr(opt, f.name) for f in fields(opt) if f.name != "_target"}
                     opt = AdamWithBetasOptimizerConfig(**values)
@@ -116,8 +139,10 @@ def scale_schedule(config, world_size: int, dp: DataParallelConfig) -> List[str]
     config.optimizers = optimizers
     if factor != 1.0:
         changes.append(f"learning rates x{factor:.3g} ({dp.lr_scaling}(W))")
-    if dp.scale_adam_betas:
+    if dp.scale_adam_betas and world_size > 1:
         changes.append(f"Adam betas ^{world_size}")
-    dp.scaled_for_world_size = world_size
+    if world_size > 1:
+        dp.scaled_for_world_size = world_size
+    if steps_scaler != 1.0:
+        dp.scaled_for_steps_scaler = steps_scaler
     return changes
-

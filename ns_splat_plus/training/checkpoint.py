@@ -276,6 +276,7 @@ def training_facts(trainer) -> Dict[str, Any]:
         "world_size": int(trainer.world_size),
         "cameras_per_step": int(getattr(trainer.config.pipeline.datamanager, "cameras_per_step", 1)),
         "scale_schedule": bool(dp.scale_schedule),
+        "steps_scaler": float(getattr(trainer.config, "steps_scaler", 1.0)),
         "lr_scaling": str(dp.lr_scaling),
         "scale_adam_betas": bool(dp.scale_adam_betas),
         "strategy": str(getattr(model_config, "strategy", "default")),

@@ -9,6 +9,7 @@ the run points to: path, images and their layout, SfM points; before the datapar
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import sys
 import traceback
@@ -25,6 +26,9 @@ def check_options(config) -> None:
     """Options that cannot work, refused before anything starts (``config``: SplatPlusTrainerConfig)."""
     if config.max_num_iterations <= 0:
         raise UserInputError(f"--max-num-iterations must be at least 1, got {config.max_num_iterations}")
+    steps_scaler = getattr(config, "steps_scaler", 1.0)
+    if not (isinstance(steps_scaler, (int, float)) and math.isfinite(steps_scaler) and steps_scaler > 0):
+        raise UserInputError(f"--steps-scaler must be a positive number (0.5: the schedule in half the steps), got {steps_scaler}")
     if getattr(config, "warmup_steps", 0) < 0:
         raise UserInputError(f"--warmup-steps must be 0 (off) or more, got {config.warmup_steps}")
     model = config.pipeline.model

@@ -144,8 +144,12 @@ def check_training_facts(state: Dict[str, Any], trainer, path: Optional[Path]) -
             f"resume on {saved_world} rank(s) (ns-train --machine.num-devices {saved_world}, or torchrun "
             f"--nproc-per-node {saved_world}), or start a new run",
         )
-    options = {"strategy": "--pipeline.model.strategy", "cameras_per_step": "--pipeline.datamanager.cameras-per-step"}
-    for key in ("scale_schedule", "lr_scaling", "scale_adam_betas", "strategy", "cameras_per_step"):
+    options = {
+        "strategy": "--pipeline.model.strategy",
+        "cameras_per_step": "--pipeline.datamanager.cameras-per-step",
+        "steps_scaler": "--steps-scaler",
+    }
+    for key in ("scale_schedule", "lr_scaling", "scale_adam_betas", "strategy", "cameras_per_step", "steps_scaler"):
         if key in saved and saved[key] != now[key]:
             option = options.get(key, f"--data-parallel.{key.replace('_', '-')}")
             raise CheckpointError(

@@ -40,6 +40,8 @@ class SplatPlusTrainerConfig(TrainerConfig):
     """Machine configuration; --machine.num-devices 0 (default) uses every GPU the job was given."""
     data_parallel: DataParallelConfig = field(default_factory=DataParallelConfig)
     """Training on several GPUs / processes: schedule and learning-rate scaling, replica checks."""
+    steps_scaler: float = 1.0
+    """Multiply every step count of the schedule by this, as gsplat's simple_trainer does: 0.5 trains the whole schedule (refinement, resolution and SH schedules, learning-rate decay) in half the steps, where --max-num-iterations alone would cut it short. Composes with ranks and cameras per step: steps x scaler / (W x B)."""
     warmup_steps: int = 5
     """Training steps run (and undone, bitwise) before step 0 to warm kernels, allocator and caches; 0: off."""
 
