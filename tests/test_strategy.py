@@ -479,3 +479,42 @@ def test_update_state_is_gsplats_accumulation_without_a_sync():
 @cuda_only
 def test_update_state_is_gsplats_accumulation_on_cuda():
     _assert_update_state_matches_gsplat(torch.device("cuda"))
+
+
+@pytest.mark.parametrize("method", ["splat-plus", "splat-plus-mcmc"])
+def test_statistics_are_sampled_once_refinement_has_stopped(scene, tmp_path, method):
+    """Until --pipeline.model.stop-split-at every step's gradient statistics are taken; after it, every
+    --pipeline.model.grad-stats-every-after-refine steps (here 10: steps 20, 30, 40, 50), 1 restores every step."""
+    sampled = {}
+    for every in (10, 1):
+        config = _config(
+            scene, tmp_path / f"every{every}", steps=60, method=method, stop_split_at=20, grad_summary_every=20,
+            grad_stats_every_after_refine=every,
+        )  # fmt: skip
+        try:
+            trainer = build_trainer(config)
+            trainer.train()
+        finally:
+            close_writers()
+        summaries = [r for r in _records(trainer) if r["event"] == "gradient_summary"]
+        assert [(s["step"], s["first_step"], s["num_steps"]) for s in summaries] == [(19, 0, 20), (39, 20, 20), (59, 40, 20)]
+        assert all(s["norm_max"] > 0 and s["zero_steps"] == 0 for s in summaries)
+        sampled[every] = [s["sampled_steps"] for s in summaries]
+    assert sampled == {10: [20, 2, 2], 1: [20, 20, 20]}
+
+
+def test_zero_gradients_after_refinement_still_stop_training(scene, tmp_path):
+    """Sampled every 10 steps after refinement stops at step 5, an all-zero run is still measured in steps:
+    patience 30 trips at the first sample 30 or more steps after the run began (step 35, since step 0)."""
+    config = _config(scene, tmp_path, steps=60, zero_grad_patience=30, stop_split_at=5, grad_stats_every_after_refine=10)
+    try:
+        trainer = build_trainer(config)
+        model = trainer.pipeline.model
+        model.get_loss_dict = _detached_loss(model, "zero")
+        with pytest.raises(strategy.TrainingHealthError) as raised:
+            trainer.train()
+    finally:
+        close_writers()
+    message = str(raised.value)
+    assert "for 36 consecutive steps (since step 0" in message and "all exactly zero" in message
+    assert trainer.step == 35

@@ -177,6 +177,10 @@ def test_panel_sends_only_to_connected_browsers_and_throttles():
     assert "**Refine grad2d:** mean 1.5e-05 · median 9e-06 · p90 4e-05 · p99 0.00021 · max 0.00032" in text
     assert "threshold 0.0002 (27 over) · 390 visible" in text
     assert "**Gradient summary:** steps 0–99: mean norm 2.25e-05 · max 0.0005 · all-zero on 0 of 100 steps" in text
+    from ns_splat_plus.viewer.panel import format_gradient_summary
+
+    after_refine = {"step": 199, "first_step": 100, "num_steps": 100, "sampled_steps": 10, "norm_mean": 1e-5, "zero_steps": 1}
+    assert "all-zero on 1 of 10 sampled steps" in format_gradient_summary(after_refine)
     assert "**Warmup:** 5 steps in 0.42 s (first 0.20 s) · non-zero gradients on 5 of 5 · max 0.001" in text
     assert "**Ranks / GPUs:** 1 rank (single process) · device cpu" in text
 

@@ -62,6 +62,9 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     zero_grad_patience: int = 100
     """Stop when means2d gradients are missing or all exactly zero for this many consecutive steps (0: never;
     the statistics are then read from the GPU only every --pipeline.model.grad-summary-every steps)."""
+    grad_stats_every_after_refine: int = 10
+    """Once refinement has stopped (--pipeline.model.stop-split-at), take the means2d gradient statistics every
+    this many steps instead of every step: nothing is decided from them any more (1: every step)."""
     warn_no_densify_after: int = 3
     """Warn when no Gaussian has crossed the densify threshold by this refine (0: never)."""
     densify_callbacks: List[str] = field(default_factory=list)

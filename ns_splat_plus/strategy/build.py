@@ -51,6 +51,7 @@ class StrategyOptions:
     grad_summary_every: int
     zero_grad_patience: int
     warn_no_densify_after: int
+    stats_every_after_refine: int
     rng_seed: int
     callbacks: Tuple[str, ...] = ()
     empty_cache_after_refine: bool = True
@@ -83,6 +84,7 @@ class StrategyOptions:
             grad_summary_every=max(1, config.grad_summary_every),
             zero_grad_patience=config.zero_grad_patience,
             warn_no_densify_after=config.warn_no_densify_after,
+            stats_every_after_refine=max(1, getattr(config, "grad_stats_every_after_refine", 1)),
             rng_seed=resolve_seed(config.init_seed),
             callbacks=tuple(config.densify_callbacks),
             empty_cache_after_refine=getattr(config, "empty_cache_after_refine", True),
@@ -102,6 +104,7 @@ def build_strategy(options: StrategyOptions) -> InstrumentedStrategy:
         grad_summary_every=options.grad_summary_every,
         zero_grad_patience=options.zero_grad_patience,
         warn_no_densify_after=options.warn_no_densify_after,
+        stats_every_after_refine=options.stats_every_after_refine,
         rng_seed=options.rng_seed,
         empty_cache_after_refine=options.empty_cache_after_refine,
         log=DensificationLog(callback_paths=list(options.callbacks)),
@@ -163,6 +166,7 @@ def attach_to_trainer(trainer) -> None:
                 "strategy": "mcmc" if isinstance(strategy, MCMCStrategy) else "default",
                 "num_gaussians": int(model.num_points), "world_size": collectives.get_world_size(), "settings": settings,
                 "zero_grad_patience": strategy.zero_grad_patience, "grad_summary_every": strategy.grad_summary_every,
+                "stats_every_after_refine": strategy.stats_every_after_refine,
             }
         )
 

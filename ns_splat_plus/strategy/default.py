@@ -84,11 +84,14 @@ class InstrumentedDefaultStrategy(GradientMonitor, DefaultStrategy):
                         {"step": step, "event": "opacity_reset", "value": self.prune_opa * 2.0,
                          "num_gaussians": len(params["means"])}
                     )
-        elif self.instrumentation:
+        elif self.instrumentation and self._samples_step(step, self.refine_stop_iter):
             out = dense_norms(info, self.key_for_gradient, self.absgrad, packed)
             self._step_grads = None if out is None else (*out, packed)
         if self.instrumentation:
-            self._observe_step(step, device, self._step_grads)
+            if self._samples_step(step, self.refine_stop_iter):
+                self._observe_step(step, device, self._step_grads)
+            else:
+                self._skip_step(step)  # refinement is over: statistics every stats_every_after_refine steps
         self._step_grads = None
 
     def _refine(self, params, optimizers, state, step: int) -> None:

@@ -41,19 +41,22 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
         device = params["means"].device
         state["binoms"] = state["binoms"].to(device)
         mon = self._mon
-        if self.instrumentation:
+        if self.instrumentation and not self._samples_step(step, self.refine_stop_iter):
+            self._skip_step(step)  # refinement is over: statistics every stats_every_after_refine steps
+        elif self.instrumentation:
             # no boolean index here (upstream MCMC has no per-step host sync; neither do we)
             out = dense_norms(info, "means2d", False, packed) if "radii" in info else None
             n = len(params["means"])
             if mon.acc_grad2d is None or mon.acc_grad2d.shape[0] != n or mon.acc_grad2d.device != device:
                 mon.acc_grad2d = torch.zeros(n, device=device)
                 mon.acc_count = torch.zeros(n, device=device)
-            if out is not None and packed:
-                mon.acc_grad2d.index_add_(0, out[1], out[0])
-                mon.acc_count.index_add_(0, out[1], torch.ones_like(out[0]))
-            elif out is not None:
-                mon.acc_grad2d.add_(out[0].sum(dim=0))
-                mon.acc_count.add_(out[1].sum(dim=0).to(mon.acc_count.dtype))
+            if step < self.refine_stop_iter:  # the statistics a refine reports: none is left after the stop
+                if out is not None and packed:
+                    mon.acc_grad2d.index_add_(0, out[1], out[0])
+                    mon.acc_count.index_add_(0, out[1], torch.ones_like(out[0]))
+                elif out is not None:
+                    mon.acc_grad2d.add_(out[0].sum(dim=0))
+                    mon.acc_count.add_(out[1].sum(dim=0).to(mon.acc_count.dtype))
             self._observe_step(step, device, None if out is None else (*out, packed))
         refine = step < self.refine_stop_iter and step > self.refine_start_iter and step % self.refine_every == 0
         with seeded_rng(self.rng_seed, step, device, numpy_too=refine):

@@ -74,8 +74,10 @@ class _MonitorState:
     row_steps: List[int] = field(default_factory=list)
     row_present: List[int] = field(default_factory=list)
     window: List[Tuple[int, float, float, int, int]] = field(default_factory=list)  # step, sum, max, visible, present
-    zero_run: int = 0
+    window_start: Optional[int] = None  # the first step the next summary covers (sampled or not)
+    zero_run: int = 0  # steps from the first of the current all-zero samples to the last one, inclusive
     zero_run_start: Optional[int] = None
+    zero_run_rows: int = 0  # samples in the current all-zero run
     zero_run_missing: int = 0
     zero_run_visible: int = 0
     refines: int = 0
@@ -112,6 +114,10 @@ class GradientMonitor:
     """Record statistics and watch gradients; False: gsplat's behaviour (kept: rank consistency)."""
     grad_summary_every: int = 100
     zero_grad_patience: int = 100
+    stats_every_after_refine: int = 10
+    """Once refinement has stopped, take the gradient statistics every this many steps instead of
+    every step: no decision needs them any more. The zero-gradient watch goes on, counted in steps
+    (1: every step)."""
     warn_no_densify_after: int = 3
     rng_seed: int = 0
     empty_cache_after_refine: bool = True
@@ -138,6 +144,12 @@ class GradientMonitor:
             return max(1, self.grad_summary_every)
         return max(1, min(self.zero_grad_patience // 4, self.grad_summary_every))
 
+    def _samples_step(self, step: int, refine_stop: int) -> bool:
+        """Whether this step's gradient statistics are taken: every step until ``refine_stop``, then
+        every ``stats_every_after_refine`` steps (from ``refine_stop`` on)."""
+        every = max(1, self.stats_every_after_refine)
+        return step < refine_stop or (step - refine_stop) % every == 0
+
     def _observe_step(self, step: int, device: torch.device, grads: Optional[StepGradients]) -> None:
         """Record this step's (sum, max, count) of the visible gradient norms, kept on the device;
         the host reads them every few steps. None: no gradient reached means2d this step."""
@@ -145,13 +157,25 @@ class GradientMonitor:
         cap = self._flush_every(device)
         if mon.rows is None or mon.rows.shape[0] != cap or mon.rows.device != device:
             mon.rows = torch.zeros((cap, 3), device=device)
+        if mon.window_start is None:
+            mon.window_start = step
         write_step_stats(mon.rows[len(mon.row_steps)], grads)
         mon.row_steps.append(step)
         mon.row_present.append(0 if grads is None else 1)
         summary_due = (step + 1) % self.grad_summary_every == 0
-        if len(mon.row_steps) >= cap or summary_due:
+        # read every `cap` steps (also when sampled: a row stands for several steps), or when the rows are full
+        if len(mon.row_steps) >= cap or step - mon.row_steps[0] + 1 >= cap or summary_due:
             self._flush(step)
         if summary_due:
+            self._emit_summary(step)
+
+    def _skip_step(self, step: int) -> None:
+        """A step whose statistics are not sampled: only a summary that falls due is written."""
+        mon = self._mon
+        if mon.window_start is None:
+            mon.window_start = step
+        if (step + 1) % self.grad_summary_every == 0:
+            self._flush(step)
             self._emit_summary(step)
 
     def _flush(self, step: int) -> None:
@@ -172,13 +196,14 @@ class GradientMonitor:
             row = (row_step, total, maxes_host[i], int(visible), int(present))
             mon.window.append(row)
             if maxes_host[i] == 0.0:  # missing gradients count as zero
-                if mon.zero_run == 0:
+                if mon.zero_run_rows == 0:
                     mon.zero_run_start = row_step
-                mon.zero_run += 1
+                mon.zero_run_rows += 1
+                mon.zero_run = row_step - mon.zero_run_start + 1  # in steps: samples may be several steps apart
                 mon.zero_run_missing += int(present == 0)
                 mon.zero_run_visible = max(mon.zero_run_visible, int(visible))
             else:
-                mon.zero_run, mon.zero_run_start, mon.zero_run_missing, mon.zero_run_visible = 0, None, 0, 0
+                mon.zero_run, mon.zero_run_start, mon.zero_run_rows, mon.zero_run_missing, mon.zero_run_visible = 0, None, 0, 0, 0
         mon.row_steps.clear()
         mon.row_present.clear()
         if self.zero_grad_patience > 0 and mon.zero_run >= self.zero_grad_patience:
@@ -186,6 +211,7 @@ class GradientMonitor:
 
     def _emit_summary(self, step: int) -> None:
         mon = self._mon
+        first_step, mon.window_start = mon.window_start, None
         if not mon.window:
             return
         steps = [r[0] for r in mon.window]
@@ -194,8 +220,9 @@ class GradientMonitor:
         record = {
             "step": step,
             "event": "gradient_summary",
-            "first_step": steps[0],
-            "num_steps": len(steps),
+            "first_step": steps[0] if first_step is None else first_step,
+            "num_steps": step - (steps[0] if first_step is None else first_step) + 1,
+            "sampled_steps": len(steps),  # fewer than num_steps once refinement has stopped
             "norm_mean": float(np.mean(per_step_mean)) if per_step_mean else 0.0,
             "norm_max": float(np.max(per_step_max)),
             "norm_max_median": float(np.median(per_step_max)),
@@ -212,7 +239,7 @@ class GradientMonitor:
         mon = self._mon
         k = mon.zero_run
         start = mon.zero_run_start
-        if mon.zero_run_missing == k:
+        if mon.zero_run_missing == mon.zero_run_rows:
             what = "received no gradient at all (means2d.grad is None)"
             causes = [
                 "the loss does not depend on the rendered image: it was detached (.detach(), torch.no_grad, "

@@ -87,7 +87,10 @@ def format_gradient_summary(summary: Mapping[str, Any]) -> str:
     text = f"steps {first}–{last}: " if first is not None else f"step {last}: "
     text += f"mean norm {format_value(summary['norm_mean'])} · max {format_value(summary.get('norm_max'))}"
     num_steps, zero = summary.get("num_steps"), summary.get("zero_steps")
-    if zero is not None:
+    sampled = summary.get("sampled_steps")
+    if zero is not None and sampled is not None and sampled != num_steps:  # after refinement: a sample every few steps
+        text += f" · all-zero on {zero} of {sampled} sampled steps"
+    elif zero is not None:
         text += f" · all-zero on {zero}" + (f" of {num_steps} steps" if num_steps is not None else " steps")
     if summary.get("missing_steps"):
         text += f" · missing on {summary['missing_steps']} steps"
