@@ -111,3 +111,32 @@ def test_checked_optimizers_fused_and_per_group_agree_bitwise(monkeypatch):
 def test_one_update_is_bitwise_six_adams_on_cuda():
     """torch's default Adam on CUDA is the foreach one: the fused update must match it bitwise there too."""
     test_one_update_is_bitwise_six_adams(foreach=True, device="cuda")
+
+
+def test_zero_grad_some_clears_exactly_the_named_groups_without_torchs_zero_grad(monkeypatch):
+    """The same effect as nerfstudio's (each group's optimizer.zero_grad(): gradients set to None), on the
+    Parameters the optimizers hold now (densification replaces them), without torch's per-call zero_grad."""
+    from nerfstudio.engine.optimizers import Optimizers
+
+    optimizers, upstream = _checked(False), _checked(False)
+    gsplat_ops.duplicate(
+        {k: o.param_groups[0]["params"][0] for k, o in optimizers.optimizers.items()}, optimizers.optimizers,
+        {"grad2d": torch.zeros(50), "count": torch.zeros(50)}, torch.arange(50) % 2 == 0,
+    )  # fmt: skip
+    gsplat_ops.duplicate(
+        {k: o.param_groups[0]["params"][0] for k, o in upstream.optimizers.items()}, upstream.optimizers,
+        {"grad2d": torch.zeros(50), "count": torch.zeros(50)}, torch.arange(50) % 2 == 0,
+    )  # fmt: skip
+    for optims in (optimizers, upstream):
+        for o in optims.optimizers.values():
+            o.param_groups[0]["params"][0].grad = torch.ones_like(o.param_groups[0]["params"][0])
+    Optimizers.zero_grad_some(upstream, ["means", "quats"])
+
+    def no_torch_zero_grad(self, set_to_none=True):
+        raise AssertionError("torch's Optimizer.zero_grad was called")
+
+    monkeypatch.setattr(torch.optim.Optimizer, "zero_grad", no_torch_zero_grad)
+    optimizers.zero_grad_some(["means", "quats"])
+    cleared = {k for k, o in optimizers.optimizers.items() if o.param_groups[0]["params"][0].grad is None}
+    assert cleared == {k for k, o in upstream.optimizers.items() if o.param_groups[0]["params"][0].grad is None}
+    assert cleared == {"means", "quats"}

@@ -71,6 +71,15 @@ class CheckedOptimizers(Optimizers):
             param_groups = [g for g in param_groups if g not in fused]
         super().optimizer_scaler_step_some(grad_scaler, param_groups)
 
+    def zero_grad_some(self, param_groups: List[str]) -> None:
+        """nerfstudio's ``zero_grad_some`` (each group's ``optimizer.zero_grad()``, which sets the
+        gradients to None) as one plain loop: torch's ``zero_grad`` opens a profiler range per call,
+        about 8 us of host time per optimizer per step here, for the same effect."""
+        for group in param_groups:
+            for param_group in self.optimizers[group].param_groups:
+                for p in param_group["params"]:
+                    p.grad = None
+
     def _fusable(self, group: str) -> bool:
         """A group :func:`adam_step_all` steps exactly as its own ``step()`` would (no gradient clipping)."""
         if self.config[group]["optimizer"].max_norm is not None:
