@@ -98,6 +98,8 @@ def test_each_step_gets_the_image_of_the_camera_order(scenes, scene_name, image_
     datamanager = _datamanager(scene, image_memory, buffer=2)
     n, seed = len(datamanager.train_dataset), datamanager.config.train_cameras_sampling_seed
     assert datamanager.image_plan.mode == image_memory
+    # the cameras are on the device already: a step slices them, no Cameras.to (a copy of the dataclass)
+    monkeypatch.setattr(dm_module.Cameras, "to", lambda *a, **k: pytest.fail("Cameras.to in a training step"))
     for step in range(2 * n // 2 + 3):  # past an epoch boundary (n / 2 steps per epoch on 2 ranks)
         camera, data = datamanager.next_train(step)
         idx = camera_for_step(step, 1, 2, n, seed)
