@@ -781,9 +781,19 @@ def test_later_repeats_from_another_command_merge_into_one_report(tmp_path):
     other = {**quality, "settings": {**quality["settings"], "steps": 7000}}
     with pytest.raises(ValueError, match="steps"):
         runner.merge_results([timed, other])
-    # results written before --variant existed merge with ones that have none; other variants do not
-    assert len(runner.merge_results([timed, {**quality, "settings": {**quality["settings"], "variants": {}}}])["runs"]) == 6
-    with pytest.raises(ValueError, match="variants"):
+    # a later command may add variants (runs the other files do not have); a label means one thing in all
+    b2_spec = "splat-plus --pipeline.datamanager.cameras-per-step 2"
+    with_b2 = {**quality, "settings": {**quality["settings"], "methods": ["splat-plus", "splatfacto", "b2"],
+                                       "variants": {"b2": b2_spec}},
+               "runs": quality["runs"] + [_run("b2", 1, repeat=2, psnr=27.1, train_wall_s=None, timing_valid=False)]}  # fmt: skip
+    merged_b2 = runner.merge_results([timed, with_b2])
+    assert merged_b2["settings"]["variants"] == {"b2": b2_spec} and len(merged_b2["runs"]) == 7
+    assert merged_b2["settings"]["methods"] == ["splat-plus", "splatfacto", "b2"]
+    other_b2 = {**with_b2, "settings": {**with_b2["settings"], "variants": {"b2": "splat-plus --steps-scaler 0.5"}},
+                "runs": [_run("b2", 1, repeat=3, psnr=27.0)]}  # fmt: skip
+    with pytest.raises(ValueError, match="runs b2 as"):
+        runner.merge_results([with_b2, other_b2])
+    with pytest.raises(ValueError, match="runs splat-plus as the plain method"):
         runner.merge_results([timed, {**quality, "settings": {**quality["settings"], "variants": {"splat-plus": "x"}}}])
     with pytest.raises(SystemExit):
         cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--out", str(tmp_path / "x")])

@@ -292,6 +292,24 @@ def run_benchmark(
     return results
 
 
+def _merged_variants(parts: List[Dict[str, Any]]) -> Dict[str, str]:
+    """The variants of all parts (--variant LABEL=METHOD ARGS). A command may add labels the others do
+    not have; a label must mean the same in every part that runs it (one spec, or plain everywhere)."""
+    variants: Dict[str, str] = {}
+    for index, part in enumerate(parts, 1):
+        for label, spec in (part.get("settings", {}).get("variants") or {}).items():
+            if variants.setdefault(label, spec) != spec:
+                raise ValueError(f"results {index} runs {label} as {spec!r}, an earlier one as {variants[label]!r}: "
+                                 "not one experiment")  # fmt: skip
+    for index, part in enumerate(parts, 1):
+        settings = part.get("settings", {})
+        plain = [m for m in settings.get("methods", []) if m in variants and m not in (settings.get("variants") or {})]
+        if plain:
+            raise ValueError(f"results {index} runs {plain[0]} as the plain method, another as the variant "
+                             f"{variants[plain[0]]!r}: not one experiment")  # fmt: skip
+    return variants
+
+
 def merge_results(parts: List[Dict[str, Any]], sources: Optional[List[str]] = None) -> Dict[str, Any]:
     """One results dict from several benchmark commands' ``results.json`` of the same comparison.
 
@@ -305,13 +323,14 @@ def merge_results(parts: List[Dict[str, Any]], sources: Optional[List[str]] = No
     """
     if len(parts) < 2:
         raise ValueError("merging needs at least two results files")
-    same = ("steps", "scene_args", "train_args", "method_args", "variants", "skip_steps", "eval_every", "device_type")
+    same = ("steps", "scene_args", "train_args", "method_args", "skip_steps", "eval_every", "device_type")
     first = parts[0].get("settings", {})
     for index, part in enumerate(parts[1:], 2):
         settings = part.get("settings", {})
         differ = [key for key in same if (settings.get(key) or None) != (first.get(key) or None)]  # absent = empty
         if differ:
             raise ValueError(f"results {index} differs from results 1 in " + ", ".join(differ) + ": not one experiment")
+    variants = _merged_variants(parts)
     runs: List[Dict[str, Any]] = []
     seen: Dict[tuple, int] = {}
     for index, part in enumerate(parts, 1):
@@ -326,6 +345,7 @@ def merge_results(parts: List[Dict[str, Any]], sources: Optional[List[str]] = No
     methods = list(dict.fromkeys(m for part in parts for m in part.get("settings", {}).get("methods", [])))
     settings = dict(first) | {
         "methods": methods,
+        "variants": variants,
         "repeats": len({r.get("repeat") or 1 for r in runs}),
         "first_repeat": min(r.get("repeat") or 1 for r in runs),
         "concurrent_quality": any(p.get("settings", {}).get("concurrent_quality") for p in parts)
