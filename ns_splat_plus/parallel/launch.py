@@ -184,14 +184,14 @@ def prepare_launch(config) -> DevicePlan:
         _GSPLAT_BUILT = True
     machine.num_devices = plan.num_devices_for_launch
     batch = effective_batch(config, plan.world_size)
-    steps_scaler = steps_scaler_of(config)
-    if batch > 1 or steps_scaler != 1.0:  # also one GPU with B > 1 cameras per step: the same rule for W x B cameras
-        changes = scale_schedule(config, batch, dp)
-        if plan.rank == 0 and changes:
-            ranks = f"{plan.world_size} rank" + ("s" if plan.world_size > 1 else "")
-            reasons = [f"{ranks} x {batch // plan.world_size} cameras per step"] if batch > 1 else []
-            reasons += [f"--steps-scaler {steps_scaler:g}"] if steps_scaler != 1.0 else []
-            CONSOLE.print(f"splat-plus: schedule for {' and '.join(reasons)}: " + "; ".join(changes), markup=False)
+    # W x B cameras per step (also one GPU with B > 1) and --steps-scaler; nothing when neither applies
+    changes = scale_schedule(config, batch, dp)
+    if plan.rank == 0 and changes:
+        steps_scaler = steps_scaler_of(config)
+        ranks = f"{plan.world_size} rank" + ("s" if plan.world_size > 1 else "")
+        reasons = [f"{ranks} x {batch // plan.world_size} cameras per step"] if batch > 1 else []
+        reasons += [f"--steps-scaler {steps_scaler:g}"] if steps_scaler != 1.0 else []
+        CONSOLE.print(f"splat-plus: schedule for {' and '.join(reasons)}: " + "; ".join(changes), markup=False)
     _PLAN = plan
     return plan
 

@@ -69,6 +69,7 @@ class InstrumentedDefaultStrategy(GradientMonitor, DefaultStrategy):
     def step_post_backward(self, params, optimizers, state, step, info, packed: bool = False):
         device = params["means"].device
         self._step_grads = None
+        sampled = self._samples_step(step, self.refine_stop_iter)
         if step < self.refine_stop_iter:
             self._update_state(params, state, info, packed=packed)
             if (
@@ -84,14 +85,13 @@ class InstrumentedDefaultStrategy(GradientMonitor, DefaultStrategy):
                         {"step": step, "event": "opacity_reset", "value": self.prune_opa * 2.0,
                          "num_gaussians": len(params["means"])}
                     )
-        elif self.instrumentation and self._samples_step(step, self.refine_stop_iter):
+        elif self.instrumentation and sampled:
             out = dense_norms(info, self.key_for_gradient, self.absgrad, packed)
             self._step_grads = None if out is None else (*out, packed)
-        if self.instrumentation:
-            if self._samples_step(step, self.refine_stop_iter):
-                self._observe_step(step, device, self._step_grads)
-            else:
-                self._skip_step(step)  # refinement is over: statistics every stats_every_after_refine steps
+        if self.instrumentation and sampled:
+            self._observe_step(step, device, self._step_grads)
+        elif self.instrumentation:
+            self._close_step(step)  # refinement is over: statistics every stats_every_after_refine steps
         self._step_grads = None
 
     def _refine(self, params, optimizers, state, step: int) -> None:

@@ -42,7 +42,7 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
         state["binoms"] = state["binoms"].to(device)
         mon = self._mon
         if self.instrumentation and not self._samples_step(step, self.refine_stop_iter):
-            self._skip_step(step)  # refinement is over: statistics every stats_every_after_refine steps
+            self._close_step(step)  # refinement is over: statistics every stats_every_after_refine steps
         elif self.instrumentation:
             # no boolean index here (upstream MCMC has no per-step host sync; neither do we)
             out = dense_norms(info, "means2d", False, packed) if "radii" in info else None

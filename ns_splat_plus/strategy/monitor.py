@@ -157,20 +157,17 @@ class GradientMonitor:
         cap = self._flush_every(device)
         if mon.rows is None or mon.rows.shape[0] != cap or mon.rows.device != device:
             mon.rows = torch.zeros((cap, 3), device=device)
-        if mon.window_start is None:
-            mon.window_start = step
         write_step_stats(mon.rows[len(mon.row_steps)], grads)
         mon.row_steps.append(step)
         mon.row_present.append(0 if grads is None else 1)
-        summary_due = (step + 1) % self.grad_summary_every == 0
-        # read every `cap` steps (also when sampled: a row stands for several steps), or when the rows are full
-        if len(mon.row_steps) >= cap or step - mon.row_steps[0] + 1 >= cap or summary_due:
+        # read every `cap` steps; the rows (one per sampled step) span at least as many steps as they
+        # are, so this also keeps them within the buffer
+        if step - mon.row_steps[0] + 1 >= cap:
             self._flush(step)
-        if summary_due:
-            self._emit_summary(step)
+        self._close_step(step)
 
-    def _skip_step(self, step: int) -> None:
-        """A step whose statistics are not sampled: only a summary that falls due is written."""
+    def _close_step(self, step: int) -> None:
+        """What every step ends with, its statistics sampled or not: the summary that falls due."""
         mon = self._mon
         if mon.window_start is None:
             mon.window_start = step
