@@ -611,6 +611,14 @@ def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, mo
                for r in records)  # fmt: skip
     alone = runner.run_batch(settings, batches[0], tmp_path)[0]
     assert alone["timing_valid"] is True and alone["train_wall_s"] == 9.0 and alone["step_time_ms_median"] == pytest.approx(10.0)
+    # a quality repeat alone in its command (--repeats 1 --first-repeat 2) may still share the GPU with
+    # another command's runs: its timing is discarded too
+    single = runner.plan_batches(BenchmarkSettings(methods=["splat-plus"], repeats=1, first_repeat=2, concurrent_quality=True,
+                                                   device_type="cpu", lpips_standin=False))  # fmt: skip
+    assert [[r.concurrent for r in b] for b in single] == [[True]]
+    quality_alone = runner.run_batch(settings, single[0], tmp_path)[0]
+    assert quality_alone["status"] == "ok" and quality_alone["psnr"] == 25.0
+    assert quality_alone["timing_valid"] is False and quality_alone["train_wall_s"] is None
 
 
 def _repeat_results() -> dict:
@@ -800,3 +808,33 @@ def test_later_repeats_from_another_command_merge_into_one_report(tmp_path):
         runner.merge_results([timed, {**quality, "settings": {**quality["settings"], "variants": {"splat-plus": "x"}}}])
     with pytest.raises(SystemExit):
         cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--out", str(tmp_path / "x")])
+
+
+def test_merge_keeps_only_the_methods_asked_for(tmp_path):
+    """--from-json A B --methods M...: only those methods' runs are merged (a file may hold runs of a
+    method that is not part of this comparison); the summary is recomputed over what is kept, and a
+    method no file runs is refused."""
+    timed = {**fake_results(), "runs": [
+        _run("splat-plus", 1, repeat=1, psnr=27.0, train_wall_s=30.0, step_time_ms_median=6.0),
+        _run("splatfacto", 1, repeat=1, psnr=26.8, train_wall_s=33.0, step_time_ms_median=7.0)]}  # fmt: skip
+    older = {**fake_results(), "runs": [
+        _run("splat-plus", 1, repeat=2, psnr=27.4, train_wall_s=None, timing_valid=False),
+        _run("splatfacto", 1, repeat=2, psnr=27.0, train_wall_s=None, timing_valid=False),
+        _run("splat-plus-fast", 1, repeat=2, psnr=20.0, train_wall_s=None, timing_valid=False)]}  # fmt: skip
+    older["settings"] = {**older["settings"], "methods": ["splat-plus", "splatfacto", "splat-plus-fast"]}
+    older["command"] = "older"
+    (tmp_path / "a.json").write_text(json.dumps(timed))
+    (tmp_path / "b.json").write_text(json.dumps(older))
+    out = tmp_path / "merged"
+    argv = ["--from-json", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(out)]
+    assert cli.main(argv + ["--methods", "splatfacto", "splat-plus"]) == 0
+    merged = json.loads((out / "results.json").read_text())
+    assert sorted({r["method"] for r in merged["runs"]}) == ["splat-plus", "splatfacto"]
+    assert merged["settings"]["methods"] == ["splatfacto", "splat-plus"]
+    summary = {s["method"]: s for s in merged["summary"]}
+    assert set(summary) == {"splat-plus", "splatfacto"} and summary["splat-plus"]["metrics"]["psnr"]["n"] == 2
+    # without the selection the other method's run is merged too
+    assert cli.main(argv) == 0
+    assert "splat-plus-fast" in {r["method"] for r in json.loads((out / "results.json").read_text())["runs"]}
+    with pytest.raises(SystemExit, match="no results file runs splat-plus-mcmc"):
+        cli.main(argv + ["--methods", "splat-plus", "splat-plus-mcmc"])

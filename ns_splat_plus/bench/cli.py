@@ -33,7 +33,8 @@ How things are measured (identically for every method):
   means to the reference method with its standard error. ``--concurrent-quality``: repeats 2..N of the
   1-GPU runs train at the same time on one GPU (their timing is discarded). ``--first-repeat K`` numbers
   a command's repeats from K; ``--from-json A/results.json B/results.json --out C`` merges the commands'
-  runs of one experiment into one report (e.g. the timing runs from one machine, quality repeats from another).
+  runs of one experiment into one report (e.g. the timing runs from one machine, quality repeats from another);
+  with ``--methods``, only those methods' runs are kept.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Optional, Sequence
 
 from ns_splat_plus.bench.report import markdown_table, write_outputs
-from ns_splat_plus.bench.runner import merge_results, run_benchmark
+from ns_splat_plus.bench.runner import merge_results, only_methods, run_benchmark
 from ns_splat_plus.bench.settings import DEFAULT_METHODS, FOX_SCENE_ARGS, BenchmarkSettings, log
 
 
@@ -83,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train and evaluate nerfstudio methods side by side; write JSON, Markdown and plots.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), help="nerfstudio method names")
+    parser.add_argument("--methods", nargs="+", default=None,
+                        help=f"nerfstudio method names (default: {' '.join(DEFAULT_METHODS)}); with --from-json: "
+                        "keep only these methods' runs")  # fmt: skip
     parser.add_argument("--gpus", type=int, nargs="+", default=[1], help="GPU counts to run (W>1: multi-GPU mode)")
     parser.add_argument("--steps", type=int, default=3000, help="training steps of every run")
     parser.add_argument("--skip-steps", type=int, default=100, help="first steps left out of the step-time median")
@@ -136,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
+    methods = args.methods or list(DEFAULT_METHODS)
     if args.steps < 1:
         raise SystemExit("--steps must be at least 1")
     if args.repeats < 1:
@@ -147,7 +151,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
     if args.gpu_busy_at is not None and args.gpu_busy_start is not None:
         raise SystemExit("--gpu-busy-at and --gpu-busy-start both place the window: give one")
     return BenchmarkSettings(
-        methods=args.methods,
+        methods=methods,
         gpus=args.gpus,
         steps=args.steps,
         skip_steps=args.skip_steps,
@@ -155,7 +159,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         scene_name=args.scene_name,
         train_args=args.train_args,
         method_args=_parse_method_args(args.method_args),
-        variants=_parse_variants(args.variant, args.methods),
+        variants=_parse_variants(args.variant, methods),
         multi_gpu_args=args.multi_gpu_args,
         device_type=args.device_type,
         launcher=args.launcher,
@@ -180,6 +184,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     if args.from_json is not None:
         parts = [json.loads(path.read_text(encoding="utf8")) for path in args.from_json]
+        if args.methods:  # a selection: e.g. the plain methods' runs of a file whose other runs are not this experiment
+            unknown = [m for m in args.methods if not any(m in p.get("settings", {}).get("methods", []) for p in parts)]
+            if unknown:
+                raise SystemExit(f"--methods with --from-json: no results file runs {', '.join(unknown)}")
+            parts = [part for part in (only_methods(p, args.methods) for p in parts) if part["runs"]]
         try:
             results = parts[0] if len(parts) == 1 else merge_results(parts, [str(p) for p in args.from_json])
         except ValueError as error:

@@ -166,6 +166,8 @@ class RunJob:
         collect_train(record, probe_path, settings.effective_skip)
         if sharing:
             discard_timing(record, f"trained at the same time as {sharing} other run(s) on the same device")
+        elif self.plan.concurrent:  # alone in its batch, but a quality repeat: other commands may share the GPU
+            discard_timing(record, "a quality repeat (--concurrent-quality): not timed alone")
         if child.timed_out or child.returncode != 0:
             record["status"] = "timeout" if child.timed_out else "failed"
             reason = children.failure_reason(child.log_path)
@@ -308,6 +310,20 @@ def _merged_variants(parts: List[Dict[str, Any]]) -> Dict[str, str]:
             raise ValueError(f"results {index} runs {plain[0]} as the plain method, another as the variant "
                              f"{variants[plain[0]]!r}: not one experiment")  # fmt: skip
     return variants
+
+
+def only_methods(results: Dict[str, Any], methods: List[str]) -> Dict[str, Any]:
+    """``results`` with only the runs of ``methods`` (those it has, in that order): the settings' method
+    list and variants follow, the summary is recomputed."""
+    settings = dict(results.get("settings", {}))
+    keep = [m for m in methods if m in settings.get("methods", [])]
+    settings["methods"] = keep
+    settings["variants"] = {k: v for k, v in (settings.get("variants") or {}).items() if k in keep}
+    runs = [dict(r) for r in results["runs"] if r["method"] in keep]
+    return results_document(
+        settings, runs, results.get("reference_method"), results.get("environment"), created=results.get("created"),
+        finished=results.get("finished"), command=results.get("command"), scene=results.get("scene"),
+    )  # fmt: skip
 
 
 def merge_results(parts: List[Dict[str, Any]], sources: Optional[List[str]] = None) -> Dict[str, Any]:
