@@ -139,9 +139,6 @@ def stop_viewer_renders(viewer_state, timeout_s: float = 5.0) -> int:
     return alive
 
 
-# --- gsplat -------------------------------------------------------------------------------------------
-
-
 def note_running_time(name, duration: float, step: int, update_eta: bool = False) -> None:
     """nerfstudio's ``writer.put_time(name, duration, step, avg_over_steps=True, update_eta)``
     without queueing a scalar for the event writers: the running average (and the ETA) that the
@@ -166,6 +163,9 @@ def note_running_time(name, duration: float, step: int, update_eta: bool = False
     if update_eta:
         remaining = (buffer_state["max_iter"] - step) * average
         buffer_state["events"][ns_writer.EventName.ETA.value] = ns_writer._format_time(remaining)
+
+
+# --- gsplat -------------------------------------------------------------------------------------------
 
 
 def gsplat_extension():

@@ -833,6 +833,14 @@ def test_merge_keeps_only_the_methods_asked_for(tmp_path):
     assert merged["settings"]["methods"] == ["splatfacto", "splat-plus"]
     summary = {s["method"]: s for s in merged["summary"]}
     assert set(summary) == {"splat-plus", "splatfacto"} and summary["splat-plus"]["metrics"]["psnr"]["n"] == 2
+    # a file left without runs is dropped, and the others keep their own names in merged_from
+    only_fast = {**older, "runs": [older["runs"][2]], "command": "fast only"}
+    only_fast["settings"] = {**older["settings"], "methods": ["splat-plus-fast"]}
+    (tmp_path / "c.json").write_text(json.dumps(only_fast))
+    assert cli.main(["--from-json", str(tmp_path / "c.json"), *argv[1:], "--methods", "splatfacto", "splat-plus"]) == 0
+    merged = json.loads((out / "results.json").read_text())
+    assert [m["source"] for m in merged["merged_from"]] == [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    assert [m["command"] for m in merged["merged_from"]] == [timed.get("command"), "older"]
     # without the selection the other method's run is merged too
     assert cli.main(argv) == 0
     assert "splat-plus-fast" in {r["method"] for r in json.loads((out / "results.json").read_text())["runs"]}

@@ -183,14 +183,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.from_json is not None:
+        sources = [str(path) for path in args.from_json]
         parts = [json.loads(path.read_text(encoding="utf8")) for path in args.from_json]
         if args.methods:  # a selection: e.g. the plain methods' runs of a file whose other runs are not this experiment
             unknown = [m for m in args.methods if not any(m in p.get("settings", {}).get("methods", []) for p in parts)]
             if unknown:
                 raise SystemExit(f"--methods with --from-json: no results file runs {', '.join(unknown)}")
-            parts = [part for part in (only_methods(p, args.methods) for p in parts) if part["runs"]]
+            kept = [(source, only_methods(part, args.methods)) for source, part in zip(sources, parts)]
+            sources, parts = [s for s, p in kept if p["runs"]], [p for _, p in kept if p["runs"]]  # a file left empty is dropped
         try:
-            results = parts[0] if len(parts) == 1 else merge_results(parts, [str(p) for p in args.from_json])
+            results = parts[0] if len(parts) == 1 else merge_results(parts, sources)
         except ValueError as error:
             raise SystemExit(f"--from-json: {error}") from None
         write_outputs(results, args.out, readme_plot_base=args.readme_relative_to)
