@@ -63,8 +63,10 @@ class InstrumentedDefaultStrategy(GradientMonitor, DefaultStrategy):
             state["grad2d"].add_(norms.sum(dim=0))
             state["count"].add_(where.sum(dim=0).to(state["count"].dtype))
         if self.refine_scale2d_stop_iter > 0:
-            radii = torch.where(where, info["radii"] / float(max(info["width"], info["height"])), 0.0)
-            torch.maximum(state["radii"], radii.amax(dim=0), out=state["radii"])
+            # gsplat keeps the visible entries only; the others have radii 0 (or below), and the running
+            # maximum starts at 0, so taking them too changes no bit and needs no mask
+            radii = info["radii"] / float(max(info["width"], info["height"]))
+            torch.maximum(state["radii"], radii[0] if radii.shape[0] == 1 else radii.amax(dim=0), out=state["radii"])
 
     def step_post_backward(self, params, optimizers, state, step, info, packed: bool = False):
         device = params["means"].device

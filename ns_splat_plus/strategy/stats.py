@@ -10,6 +10,7 @@ Tensor shapes follow gsplat: ``N`` Gaussians, ``C`` cameras of one step, ``nnz``
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -81,14 +82,20 @@ def dense_norms(info: Dict[str, Any], key: str, absgrad: bool, packed: bool) -> 
     grads = getattr(means2d, "absgrad", None) if absgrad else means2d.grad
     if grads is None:
         return None
-    grads = grads.clone()
-    grads[..., 0] *= info["width"] / 2.0 * info["n_cameras"]
-    grads[..., 1] *= info["height"] / 2.0 * info["n_cameras"]
-    norms = grads.norm(dim=-1)
+    # gsplat scales x and y in place on a clone (three kernels); one multiply by the same two factors,
+    # rounded to the gradient's dtype as the in-place product rounds them, gives the same bits
+    scale = _screen_scale(info["width"], info["height"], info["n_cameras"], grads.device, grads.dtype)
+    norms = (grads * scale).norm(dim=-1)
     if packed:
         return norms, info["gaussian_ids"]
     visible = info["radii"] > 0.0
-    return torch.where(visible, norms, torch.zeros((), dtype=norms.dtype, device=norms.device)), visible
+    return torch.where(visible, norms, 0.0), visible
+
+
+@functools.lru_cache(maxsize=32)
+def _screen_scale(width: int, height: int, n_cameras: int, device: torch.device, dtype: torch.dtype) -> Tensor:
+    """``[width / 2 * C, height / 2 * C]`` on the device, made once per image size (never written to)."""
+    return torch.tensor([width / 2.0 * n_cameras, height / 2.0 * n_cameras], dtype=dtype, device=device)
 
 
 StepGradients = Tuple[Tensor, Tensor, bool]
