@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import pickle
 import subprocess
 import sys
@@ -464,6 +465,32 @@ def test_step_profiler_breaks_a_real_run_into_sections(tmp_path):
     assert 0 < iteration < period
     assert 0 < sections["  model.get_outputs"]["ms_per_step"] < iteration
     assert sections["    strategy.step_post_backward"]["calls"] == 25
+    assert not (tmp_path / "prof" / "lpips-standin").exists()  # splat-plus runs as ns-train would
+
+
+def test_step_profiler_gives_stand_in_lpips_weights_only_to_methods_that_need_them(tmp_path, monkeypatch):
+    """Offline, splatfacto could not be constructed without AlexNet weights; splat-plus needs none."""
+    import importlib.util
+
+    import torch
+
+    import ns_splat_plus.bench.runtime as runtime
+
+    spec = importlib.util.spec_from_file_location("profile_step", REPO / "scripts" / "profile_step.py")
+    profile_step = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile_step)
+    monkeypatch.setattr(runtime, "alexnet_weights_path", lambda: tmp_path / "cache" / "alexnet-owt-7be5be79.pth")
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "cache"))
+    assert profile_step.use_lpips_standin("splat-plus", tmp_path / "prof") is None
+    assert not (tmp_path / "prof").exists() and os.environ["TORCH_HOME"] == str(tmp_path / "cache")
+    rng = torch.get_rng_state()
+    home = profile_step.use_lpips_standin("splatfacto", tmp_path / "prof")
+    assert home == tmp_path / "prof" / "lpips-standin" and os.environ["TORCH_HOME"] == str(home)
+    assert (home / "hub" / "checkpoints" / "alexnet-owt-7be5be79.pth").is_file()
+    assert torch.equal(torch.get_rng_state(), rng)  # AlexNet's random init left the caller's RNG alone
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "alexnet-owt-7be5be79.pth").write_bytes(b"real weights")
+    assert profile_step.use_lpips_standin("splatfacto", tmp_path / "prof2") is None  # the real ones are there
 
 
 # --- GPU busy time -----------------------------------------------------------------------------------
@@ -493,6 +520,66 @@ def test_gpu_busy_sums_device_events_and_divides_by_steps():
     assert summarize_device_events(events, steps=0)["gpu_busy_ms"] is None
     assert res.wall_over_busy(2.25, 1.125) == pytest.approx(2.0)
     assert res.wall_over_busy(None, 1.125) is None and res.wall_over_busy(2.25, None) is None
+
+
+def test_gpu_busy_breaks_the_time_down_by_kernel_group_and_lists_the_longest_kernels():
+    from ns_splat_plus.bench.gpu_busy import TOP_KERNELS, kernel_group, summarize_device_events
+
+    cuda = "DeviceType.CUDA"
+    events = [
+        _event("void rasterize_to_pixels_bwd_kernel<3u, float>(unsigned int ...)", cuda, count=4, self_device_time_total=4000.0),
+        _event("void rasterize_to_pixels_fwd_kernel<3u, float>(unsigned int ...)", cuda, count=4, self_device_time_total=2000.0),
+        _event("void at::native::conv_depthwise2d_forward_kernel<1, float>(...)", cuda, count=40, self_device_time_total=1200.0),
+        _event("sm90_xmma_dgrad_implicit_gemm_f32f32", cuda, count=8, self_device_time_total=800.0),
+        _event("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdam>", cuda, count=4, self_device_time_total=600.0),
+        _event("void cub::DeviceRadixSortOnesweepKernel<...>", cuda, count=4, self_device_time_total=200.0),
+        _event("void gsplat::isect_tiles<float>(...)", cuda, count=4, self_device_time_total=100.0),
+        _event("void fully_fused_projection_fwd_kernel<float>(...)", cuda, count=4, self_device_time_total=100.0),
+        _event("Memcpy HtoD (Pinned -> Device)", cuda, count=4, self_device_time_total=40.0),
+        _event("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", cuda, count=80, self_device_time_total=960.0),
+        _event("cudaLaunchKernel", "DeviceType.CPU", count=300, self_device_time_total=9999.0),  # host side: not counted
+    ]
+    summary = summarize_device_events(events, steps=4)
+    groups = summary["groups_ms"]
+    assert groups == pytest.approx({
+        "rasterize backward": 1.0, "rasterize forward": 0.5, "convolution (SSIM)": 0.5, "other": 0.24,
+        "optimizer": 0.15, "sort and tiles": 0.075, "projection and SH": 0.025, "memcpy / memset": 0.01,
+    })  # fmt: skip
+    assert list(groups)[:2] == ["rasterize backward", "rasterize forward"]  # largest first
+    assert sum(groups.values()) == pytest.approx(summary["gpu_busy_ms"])  # every GPU event in exactly one group
+    top = summary["top_kernels"]
+    assert len(top) == min(TOP_KERNELS, 10) and top[0]["name"].startswith("void rasterize_to_pixels_bwd_kernel")
+    assert top[0]["ms"] == pytest.approx(1.0) and top[0]["calls"] == pytest.approx(1.0)
+    assert [t["ms"] for t in top] == sorted((t["ms"] for t in top), reverse=True)
+    assert kernel_group("void convert_and_copy_kernel<float>") == "other"  # "conv" alone does not make SSIM
+    table = report.kernel_group_table({"runs": [
+        {"method": "splat-plus", "num_gpus": 1, "status": "ok", "gpu_busy": summary},
+        {"method": "splatfacto", "num_gpus": 1, "status": "ok", "timing_valid": False, "gpu_busy": summary},
+    ]})  # fmt: skip
+    assert "| `splat-plus-1gpu` | 2.50 | 1.00 | 0.50 | 0.50 |" in table and "splatfacto" not in table  # discarded timing
+    assert report.kernel_group_table({"runs": [{"method": "m", "num_gpus": 1, "gpu_busy": {"gpu_busy_ms": 1.0}}]}) is None
+
+
+def test_step_time_by_tenth_of_the_run_shows_where_the_schedule_changes_pace():
+    """200 steps, 3 ms each until step 100, then 5 ms: the tenths show the change where it happens."""
+    steps = list(range(200))
+    begin, t = [], 0.0
+    for s in steps:
+        begin.append(t)
+        t += 0.003 if s < 100 else 0.005
+    probe = {"steps": steps, "host_begin_s": begin, "host_end_s": [b + 0.001 for b in begin]}
+    tenths = res.summarize_steps(probe, skip=0)["step_ms_by_tenth"]
+    # 199 start-to-start intervals in ten parts of 19 or 20
+    assert [step for step, _ in tenths] == [0, 19, 39, 59, 79, 99, 119, 139, 159, 179]
+    assert [ms for _, ms in tenths] == pytest.approx([3.0] * 5 + [5.0] * 5)
+    assert res.summarize_steps(probe, skip=100)["step_ms_by_tenth"][0] == [100, pytest.approx(5.0)]  # after the skip
+    record = {"method": "splat-plus", "num_gpus": 1, "status": "ok", "step_ms_by_tenth": tenths}
+    shared = {**record, "method": "splatfacto"}
+    res.discard_timing(shared, "shared its GPU")
+    assert shared["step_ms_by_tenth"] is None  # a timing figure: gone with the rest
+    table = report.phase_table({"runs": [record, shared]})
+    assert "| `splat-plus-1gpu` | 3.00 (from 0) |" in table and "5.00 (from 179) |" in table
+    assert "splatfacto" not in table and report.phase_table({"runs": [shared]}) is None
 
 
 def test_gpu_busy_window_defaults_and_cpu_path():

@@ -18,6 +18,21 @@ from typing import Any, Dict, Iterable, Optional
 # GPU-side events the profiler may list that are not GPU work
 _NOT_WORK = ("Activity Buffer Request",)
 
+# Where the GPU time of a splatting step goes, by kernel name (first match wins; lower-case
+# substrings of gsplat 1.4.0's, torch's and cuDNN's kernel names). A heuristic for reading the
+# profile, not an exact attribution: "other" takes what no pattern names.
+KERNEL_GROUPS = (
+    ("rasterize backward", ("rasterize_to_pixels_bwd",)),
+    ("rasterize forward", ("rasterize_to_pixels_fwd",)),
+    ("projection and SH", ("projection", "quat_scale_to_covar", "spherical_harmonics", "compute_sh")),
+    ("sort and tiles", ("sort", "radix", "isect", "tile", "scan")),
+    ("convolution (SSIM)", ("conv_depthwise", "conv2d", "convolution", "cudnn", "implicit_gemm", "implicit_convolve",
+                            "winograd", "xmma", "fprop", "dgrad", "wgrad")),
+    ("optimizer", ("adam", "multi_tensor")),
+    ("memcpy / memset", ("memcpy", "memset")),
+)
+TOP_KERNELS = 12
+
 
 def default_window_start(skip: int, max_steps: int, steps: int) -> int:
     """The first profiled step: the window is centred on the timed steps (after ``skip``), where the
@@ -55,6 +70,7 @@ def summarize_device_events(events: Iterable[Any], steps: int) -> Dict[str, Any]
     device time is that of the kernels they launched, would count them twice.
     """
     totals = {"kernel": 0.0, "memcpy": 0.0, "memset": 0.0}
+    by_name: Dict[str, list] = {}  # name: [us, calls]
     count = 0
     for event in events:
         if not _on_gpu(event):
@@ -67,11 +83,43 @@ def summarize_device_events(events: Iterable[Any], steps: int) -> Dict[str, Any]
             continue
         kind = "memcpy" if name.lower().startswith("memcpy") else "memset" if name.lower().startswith("memset") else "kernel"
         totals[kind] += us
-        count += int(getattr(event, "count", 1) or 1)
+        calls = int(getattr(event, "count", 1) or 1)
+        count += calls
+        entry = by_name.setdefault(name, [0.0, 0])
+        entry[0] += us
+        entry[1] += calls
     if steps <= 0:
         return {"gpu_busy_ms": None, "steps_profiled": steps, "events": count}
     per_step = {f"{kind}_ms": total / 1000.0 / steps for kind, total in totals.items()}
-    return {"gpu_busy_ms": sum(totals.values()) / 1000.0 / steps, **per_step, "steps_profiled": steps, "events": count}
+    return {
+        "gpu_busy_ms": sum(totals.values()) / 1000.0 / steps, **per_step, "steps_profiled": steps, "events": count,
+        **kernel_breakdown(by_name, steps),
+    }
+
+
+def kernel_group(name: str) -> str:
+    """The :data:`KERNEL_GROUPS` group of a GPU event's name ("other" when no pattern matches)."""
+    lowered = name.lower()
+    for group, patterns in KERNEL_GROUPS:
+        if any(p in lowered for p in patterns):
+            return group
+    return "other"
+
+
+def kernel_breakdown(by_name: Dict[str, list], steps: int) -> Dict[str, Any]:
+    """Per step: milliseconds by kernel group (largest first) and the :data:`TOP_KERNELS` longest
+    kernels with their launches, from ``{name: [device us, calls]}`` over ``steps`` steps."""
+    groups: Dict[str, float] = {}
+    for name, (us, _) in by_name.items():
+        group = kernel_group(name)
+        groups[group] = groups.get(group, 0.0) + us / 1000.0 / steps
+    top = sorted(by_name.items(), key=lambda item: -item[1][0])[:TOP_KERNELS]
+    return {
+        "groups_ms": dict(sorted(groups.items(), key=lambda item: -item[1])),
+        "top_kernels": [
+            {"name": name[:120], "ms": us / 1000.0 / steps, "calls": calls / steps} for name, (us, calls) in top
+        ],
+    }
 
 
 class GpuBusyWindow:

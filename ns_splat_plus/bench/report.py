@@ -97,6 +97,46 @@ def markdown_table(results: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n" + ("\nNotes:\n\n" + "\n".join(notes) + "\n" if notes else "")
 
 
+def kernel_group_table(results: Dict[str, Any]) -> Optional[str]:
+    """GPU time per step by kernel group (``gpu_busy.groups_ms``) of every timed run that has it:
+    where the busy time goes (rasterization, SSIM convolutions, optimizer ...). None when no run has it."""
+    repeats = has_repeats(results)
+    rows = [
+        r for r in results["runs"]
+        if r.get("timing_valid") is not False and (r.get("gpu_busy") or {}).get("groups_ms")
+    ]  # fmt: skip
+    if not rows:
+        return None
+    groups: List[str] = []
+    for r in rows:
+        groups += [g for g in r["gpu_busy"]["groups_ms"] if g not in groups]
+    header = "| method | GPU busy (ms/step) | " + " | ".join(groups) + " |"
+    lines = [header, "|" + "---|" * (len(groups) + 2)]
+    for r in rows:
+        busy = r["gpu_busy"]
+        cells = [f"`{_tag(r, repeats)}`", fmt(busy.get("gpu_busy_ms"), ".2f")]
+        cells += [fmt(busy["groups_ms"].get(g), ".2f") for g in groups]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def phase_table(results: Dict[str, Any]) -> Optional[str]:
+    """Median step (ms) in each tenth of every timed run's steps (``step_ms_by_tenth``), each cell with
+    the first step of its tenth: where in the schedule a method gains or loses time. None without any."""
+    repeats = has_repeats(results)
+    rows = [r for r in results["runs"] if r.get("timing_valid") is not False and r.get("step_ms_by_tenth")]
+    if not rows:
+        return None
+    width = max(len(r["step_ms_by_tenth"]) for r in rows)
+    header = "| method | " + " | ".join(f"tenth {k + 1}" for k in range(width)) + " |"
+    lines = [header, "|" + "---|" * (width + 1)]
+    for r in rows:
+        cells = [f"{ms:.2f} (from {int(step):,})" for step, ms in r["step_ms_by_tenth"]]
+        cells += ["–"] * (width - len(cells))
+        lines.append(f"| `{_tag(r, repeats)}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _fmt_gib(value: Any) -> str:
     return fmt(value, ".2f")
 
@@ -250,6 +290,18 @@ def markdown_report(results: Dict[str, Any]) -> str:
     comparisons = comparison_lines(results)
     if comparisons:
         out += comparisons + [""]
+    kernels = kernel_group_table(results)
+    if kernels:
+        out += [
+            "GPU time per step by kernel group, in the GPU-busy window (grouped by kernel name, "
+            "`ns_splat_plus.bench.gpu_busy.KERNEL_GROUPS`; the longest kernels are in results.json, "
+            "`gpu_busy.top_kernels`):",
+            "",
+            kernels,
+        ]
+    phases = phase_table(results)
+    if phases:
+        out += ["Median step (ms) in each tenth of the timed steps (from: its first step):", "", phases]
     out += [measurement_notes(results), ""]
     return "\n".join(out)
 

@@ -18,11 +18,25 @@ from ns_splat_plus.bench.settings import GIB, REFINE_COUNT_KEYS
 # the run-record fields a run that shared its GPU with others cannot measure (timing_valid False)
 TIMING_FIELDS = (
     "step_time_ms_median", "step_time_ms_mean", "window_step_ms_median", "iteration_ms_median", "host_step_time_ms_median", "train_wall_s",
-    "process_wall_s", "eval_wall_s", "gpu_busy_ms", "wall_over_busy", "speedup",
+    "process_wall_s", "eval_wall_s", "gpu_busy_ms", "wall_over_busy", "speedup", "step_ms_by_tenth",
 )  # fmt: skip
 
 
 WINDOW_NEIGHBOURHOOD_STEPS = 500  # steps either side of a profiled window whose median is compared with its busy time
+PHASES = 10  # step_ms_by_tenth: the timed steps in this many consecutive parts
+
+
+def medians_by_part(steps: Sequence[int], times: Sequence[float], parts: int = PHASES) -> List[List[float]]:
+    """``[[first step, median ms], ...]`` of ``parts`` consecutive, equally long parts of the timed steps:
+    where in the schedule the step time changes (resolution levels, refinement, its end)."""
+    n = min(len(steps), len(times))
+    out = []
+    for k in range(min(parts, n)):
+        lo, hi = k * n // parts, (k + 1) * n // parts
+        median = _median(times[lo:hi])
+        if hi > lo and median is not None:
+            out.append([steps[lo], median])
+    return out
 
 
 def _median(values: Sequence[float]) -> Optional[float]:
@@ -74,6 +88,7 @@ def summarize_steps(probe: Dict[str, Any], skip: int, exclude: Optional[Tuple[in
         interval, span, clock = host_interval, host_span, "host"
     out = {
         "timed_steps": n,
+        "step_ms_by_tenth": medians_by_part([steps[i] for i in keep], interval if interval else span),
         "skipped_steps": n - len(keep) - excluded,
         "step_clock": clock,
         "step_time_ms_median": _median(interval) if interval else _median(span),
