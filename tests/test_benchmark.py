@@ -71,15 +71,20 @@ def assert_png(path: Path) -> None:
 # --- measurements --------------------------------------------------------------------------------
 
 
-def test_step_statistics_skip_warmup_and_prefer_cuda_events():
-    steps = list(range(40))
-    # 10 slow "compilation" steps of 100 ms, then 10 ms steps
-    begin, t = [], 0.0
+def _paced_probe(num_steps: int, change_at: int, before_s: float, after_s: float, span_s: float) -> dict:
+    """A train probe whose steps take ``before_s`` until step ``change_at``, then ``after_s`` (start to
+    start), each iteration busy for ``span_s``."""
+    steps, begin, t = list(range(num_steps)), [], 0.0
     for s in steps:
         begin.append(t)
-        t += 0.1 if s < 10 else 0.01
-    end = [b + 0.005 for b in begin]
-    probe = {"steps": steps, "host_begin_s": begin, "host_end_s": end}
+        t += before_s if s < change_at else after_s
+    return {"steps": steps, "host_begin_s": begin, "host_end_s": [b + span_s for b in begin]}
+
+
+def test_step_statistics_skip_warmup_and_prefer_cuda_events():
+    # 10 slow "compilation" steps of 100 ms, then 10 ms steps
+    probe = _paced_probe(40, 10, 0.1, 0.01, 0.005)
+    steps = probe["steps"]
     with_skip = res.summarize_steps(probe, skip=10)
     assert with_skip["step_clock"] == "host"
     assert with_skip["step_time_ms_median"] == pytest.approx(10.0)
@@ -562,12 +567,7 @@ def test_gpu_busy_breaks_the_time_down_by_kernel_group_and_lists_the_longest_ker
 
 def test_step_time_by_tenth_of_the_run_shows_where_the_schedule_changes_pace():
     """200 steps, 3 ms each until step 100, then 5 ms: the tenths show the change where it happens."""
-    steps = list(range(200))
-    begin, t = [], 0.0
-    for s in steps:
-        begin.append(t)
-        t += 0.003 if s < 100 else 0.005
-    probe = {"steps": steps, "host_begin_s": begin, "host_end_s": [b + 0.001 for b in begin]}
+    probe = _paced_probe(200, 100, 0.003, 0.005, 0.001)
     tenths = res.summarize_steps(probe, skip=0)["step_ms_by_tenth"]
     # 199 start-to-start intervals in ten parts of 19 or 20
     assert [step for step, _ in tenths] == [0, 19, 39, 59, 79, 99, 119, 139, 159, 179]
