@@ -60,6 +60,38 @@ def test_reference_fills_the_info_gsplat_strategies_read():
         assert g is not None and torch.isfinite(g).all() and g.abs().sum() > 0, name
 
 
+def test_culled_gaussians_get_zero_gradient_not_nan():
+    """A Gaussian on camera 0's plane (depth 0; seen by camera 1) and one behind both cameras: gsplat's
+    PyTorch projection gives them infinite Jacobians, and backward used to turn their zero gradient
+    into NaN in means, quats and scales (training stopped on a synthetic CPU scene at step 31)."""
+    g = torch.Generator().manual_seed(3)
+    n = 40
+    means = (torch.rand(n, 3, generator=g) - 0.5) * 0.6 + torch.tensor([0.0, 0.0, 3.0])
+    means[0] = torch.tensor([0.1, 0.05, 0.0])  # camera 0's plane; depth 3 for camera 1
+    means[1] = torch.tensor([0.1, 0.05, -5.0])  # behind both
+    viewmats = torch.eye(4).repeat(2, 1, 1)
+    viewmats[1, 2, 3] = 3.0  # camera 1 sits 3 units further back
+    K = torch.tensor([[50.0, 0.0, 32.0], [0.0, 50.0, 24.0], [0.0, 0.0, 1.0]])
+    t = dict(
+        means=means, quats=torch.randn(n, 4, generator=g), scales=torch.full((n, 3), 0.05),
+        opacities=torch.rand(n, generator=g) * 0.9 + 0.05, colors=torch.rand(n, 3, generator=g),
+        viewmats=viewmats, Ks=K[None].repeat(2, 1, 1),
+    )  # fmt: skip
+    spec = SceneSpec(width=64, height=48, focal=50.0)
+    render, _, info, leaves = _render(t, spec, "reference", sh_degree=None, absgrad=False, mode="RGB")
+    assert info["radii"][0, 0] == 0 and info["radii"][1, 0] > 0 and (info["radii"][:, 1] == 0).all()
+    for name in ("means", "quats", "scales", "opacities", "colors"):
+        grad = leaves[name].grad
+        assert torch.isfinite(grad).all(), name
+        assert grad[1].abs().max() == 0, name  # culled everywhere: no gradient, as gsplat's kernels give
+    assert leaves["means"].grad[0].abs().sum() > 0  # camera 1 still sees Gaussian 0
+    # camera 0 sees neither: its image and the others' gradients are those of the scene without them
+    rest = {k: (v[2:] if k not in ("viewmats", "Ks") else v[:1]) for k, v in t.items()}
+    render_rest, _, _, leaves_rest = _render(rest, spec, "reference", sh_degree=None, absgrad=False, mode="RGB")
+    assert torch.equal(render[0], render_rest[0])
+    assert render[0].abs().sum() > 0
+
+
 def test_reference_matches_alpha_compositing_of_one_gaussian():
     # one opaque round Gaussian in front of the camera: the centre pixel has alpha = opacity
     spec = SceneSpec(width=32, height=32, focal=32.0)

@@ -54,18 +54,10 @@ def reference_rasterization(
         raise ValueError(f"reference rasterizer supports render_mode RGB and RGB+ED, not {render_mode}")
     C = viewmats.shape[0]
     covars, _ = _quat_scale_to_covar_preci(quats, scales, compute_covar=True, compute_preci=False, triu=False)
-    radii, means2d, depths, conics, compensations = _fully_fused_projection(
-        means,
-        covars,
-        viewmats,
-        Ks,
-        width,
-        height,
-        eps2d=eps2d,
-        near_plane=near_plane,
-        far_plane=far_plane,
+    radii, means2d, depths, conics, compensations = _project(
+        means, covars, viewmats, Ks, width, height, eps2d=eps2d, near_plane=near_plane, far_plane=far_plane,
         calc_compensations=rasterize_mode == "antialiased",
-    )
+    )  # fmt: skip
     opacities_c = opacities.unsqueeze(0).expand(C, -1)
     if compensations is not None:
         opacities_c = opacities_c * compensations
@@ -128,6 +120,43 @@ def reference_rasterization(
         "n_cameras": C,
     }
     return render_colors, render_alphas, info
+
+
+def _project(means: Tensor, covars: Tensor, viewmats: Tensor, Ks: Tensor, width: int, height: int, **options):
+    """gsplat's PyTorch projection (``radii`` [C, N], ``means2d`` [C, N, 2], ``depths`` [C, N],
+    ``conics`` [C, N, 3], ``compensations`` [C, N] or None), with the culled (camera, Gaussian) pairs
+    kept out of the graph, as gsplat's CUDA kernels keep them: zeros, and no gradient.
+
+    gsplat's PyTorch code projects every pair and masks afterwards. A Gaussian on the camera plane
+    (depth 0) gets infinite Jacobian entries there, and although nothing rendered depends on it,
+    backward multiplies its zero gradient by infinity: NaN in means, quats and scales. So the culled
+    pairs are found first (no graph), and only the others are projected with one.
+    """
+    with torch.no_grad():
+        radii = _fully_fused_projection(means.detach(), covars.detach(), viewmats, Ks, width, height, **options)[0]
+    visible = radii > 0
+    if bool(visible.all()):
+        return _fully_fused_projection(means, covars, viewmats, Ks, width, height, **options)
+    C, N = radii.shape
+    means2d = means.new_zeros((C, N, 2))
+    depths = means.new_zeros((C, N))
+    conics = means.new_zeros((C, N, 3))
+    compensations = means.new_zeros((C, N)) if options.get("calc_compensations") else None
+    for c in range(C):
+        ids = visible[c].nonzero().squeeze(1)
+        if ids.numel() == 0:
+            continue
+        _, m2d, d, con, comp = _fully_fused_projection(
+            means.index_select(0, ids), covars.index_select(0, ids), viewmats[c : c + 1], Ks[c : c + 1], width, height,
+            **options,
+        )  # fmt: skip
+        # out of place: each camera's rows join the graph through index_put, the others stay zero
+        means2d = means2d.index_put((torch.full_like(ids, c), ids), m2d[0])
+        depths = depths.index_put((torch.full_like(ids, c), ids), d[0])
+        conics = conics.index_put((torch.full_like(ids, c), ids), con[0])
+        if compensations is not None:
+            compensations = compensations.index_put((torch.full_like(ids, c), ids), comp[0])
+    return radii, means2d, depths, conics, compensations
 
 
 def _composite_camera(
