@@ -90,6 +90,13 @@ def test_culled_gaussians_get_zero_gradient_not_nan():
     render_rest, _, _, leaves_rest = _render(rest, spec, "reference", sh_degree=None, absgrad=False, mode="RGB")
     assert torch.equal(render[0], render_rest[0])
     assert render[0].abs().sum() > 0
+    # nothing in view of any camera (diverged Gaussians): means2d is still in the graph, so gsplat's
+    # step_pre_backward can retain its gradient and the loop names the step instead of crashing
+    away = {**{k: v.detach() for k, v in t.items()}, "means": t["means"].detach() - torch.tensor([0.0, 0.0, 50.0])}
+    leaves_away = {k: v.clone().requires_grad_(k not in ("viewmats", "Ks")) for k, v in away.items()}
+    _, _, info_away = rasterize(**leaves_away, width=spec.width, height=spec.height, backend="reference")
+    assert (info_away["radii"] == 0).all() and info_away["means2d"].requires_grad
+    info_away["means2d"].retain_grad()
 
 
 def test_reference_matches_alpha_compositing_of_one_gaussian():

@@ -143,9 +143,7 @@ def _project(means: Tensor, covars: Tensor, viewmats: Tensor, Ks: Tensor, width:
     conics = means.new_zeros((C, N, 3))
     compensations = means.new_zeros((C, N)) if options.get("calc_compensations") else None
     for c in range(C):
-        ids = visible[c].nonzero().squeeze(1)
-        if ids.numel() == 0:
-            continue
+        ids = visible[c].nonzero().squeeze(1)  # may be empty: the outputs still join the graph (zero gradient)
         _, m2d, d, con, comp = _fully_fused_projection(
             means.index_select(0, ids), covars.index_select(0, ids), viewmats[c : c + 1], Ks[c : c + 1], width, height,
             **options,
