@@ -44,12 +44,9 @@ def use_lpips_standin(method: str, out: Path) -> Optional[Path]:
     AlexNet's initial weights from the global RNG, and train on another random stream than ns-train."""
     if method.startswith("splat-plus"):
         return None
-    import torch
-
     from ns_splat_plus.bench.children import lpips_standin_home
 
-    with torch.random.fork_rng(devices=[]):  # making the stand-in draws random weights: leave our RNG as it was
-        home = lpips_standin_home(out)
+    home = lpips_standin_home(out)
     if home is not None:
         os.environ["TORCH_HOME"] = str(home)  # torch.hub reads it when LPIPS is built
         print(f"profile_step: AlexNet weights not cached: LPIPS uses stand-in weights ({home}); training is unaffected")

@@ -573,6 +573,9 @@ def test_step_time_by_tenth_of_the_run_shows_where_the_schedule_changes_pace():
     assert [step for step, _ in tenths] == [0, 19, 39, 59, 79, 99, 119, 139, 159, 179]
     assert [ms for _, ms in tenths] == pytest.approx([3.0] * 5 + [5.0] * 5)
     assert res.summarize_steps(probe, skip=100)["step_ms_by_tenth"][0] == [100, pytest.approx(5.0)]  # after the skip
+    short = _paced_probe(4, 2, 0.003, 0.005, 0.001)  # fewer steps than tenths: one part per interval
+    assert res.summarize_steps(short, skip=0)["step_ms_by_tenth"] == [[0, pytest.approx(3.0)], [1, pytest.approx(3.0)],
+                                                                      [2, pytest.approx(5.0)]]  # fmt: skip
     record = {"method": "splat-plus", "num_gpus": 1, "status": "ok", "step_ms_by_tenth": tenths}
     shared = {**record, "method": "splatfacto"}
     res.discard_timing(shared, "shared its GPU")

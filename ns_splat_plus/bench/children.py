@@ -115,8 +115,9 @@ def lpips_standin_home(out_dir: Path) -> Optional[Path]:
         import torchvision
 
         weights.parent.mkdir(parents=True, exist_ok=True)
-        torch.manual_seed(0)
-        torch.save(torchvision.models.alexnet(weights=None).state_dict(), weights)
+        with torch.random.fork_rng(devices=[]):  # the caller's random stream goes on as if nothing was drawn
+            torch.manual_seed(0)
+            torch.save(torchvision.models.alexnet(weights=None).state_dict(), weights)
     return home
 
 

@@ -30,11 +30,12 @@ def medians_by_part(steps: Sequence[int], times: Sequence[float], parts: int = P
     """``[[first step, median ms], ...]`` of ``parts`` consecutive, equally long parts of the timed steps:
     where in the schedule the step time changes (resolution levels, refinement, its end)."""
     n = min(len(steps), len(times))
+    parts = min(parts, n)  # a run shorter than ``parts`` steps: one step per part
     out = []
-    for k in range(min(parts, n)):
+    for k in range(parts):
         lo, hi = k * n // parts, (k + 1) * n // parts
         median = _median(times[lo:hi])
-        if hi > lo and median is not None:
+        if median is not None:
             out.append([steps[lo], median])
     return out
 
@@ -86,12 +87,13 @@ def summarize_steps(probe: Dict[str, Any], skip: int, exclude: Optional[Tuple[in
         clock = "cuda-events"
     else:
         interval, span, clock = host_interval, host_span, "host"
+    step_times = interval if interval else span  # start to start; a single iteration has only its span
     out = {
         "timed_steps": n,
-        "step_ms_by_tenth": medians_by_part([steps[i] for i in keep], interval if interval else span),
+        "step_ms_by_tenth": medians_by_part([steps[i] for i in keep], step_times),
         "skipped_steps": n - len(keep) - excluded,
         "step_clock": clock,
-        "step_time_ms_median": _median(interval) if interval else _median(span),
+        "step_time_ms_median": _median(step_times),
         "step_time_ms_mean": mean,
         "iteration_ms_median": _median(span),
         "host_step_time_ms_median": _median(host_interval) if host_interval else _median(host_span),

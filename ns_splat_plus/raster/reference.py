@@ -149,11 +149,12 @@ def _project(means: Tensor, covars: Tensor, viewmats: Tensor, Ks: Tensor, width:
             **options,
         )  # fmt: skip
         # out of place: each camera's rows join the graph through index_put, the others stay zero
-        means2d = means2d.index_put((torch.full_like(ids, c), ids), m2d[0])
-        depths = depths.index_put((torch.full_like(ids, c), ids), d[0])
-        conics = conics.index_put((torch.full_like(ids, c), ids), con[0])
+        at = (torch.full_like(ids, c), ids)
+        means2d = means2d.index_put(at, m2d[0])
+        depths = depths.index_put(at, d[0])
+        conics = conics.index_put(at, con[0])
         if compensations is not None:
-            compensations = compensations.index_put((torch.full_like(ids, c), ids), comp[0])
+            compensations = compensations.index_put(at, comp[0])
     return radii, means2d, depths, conics, compensations
 
 
