@@ -11,6 +11,7 @@ Differences from ``SplatfactoModel`` (nerfstudio 1.1.5), and why:
   :class:`~ns_splat_plus.strategy.StrategyOptions`), with the MCMC recipe's regularisers;
 * LPIPS is built from local weights, or downloaded with a short timeout (:mod:`ns_splat_plus.upstream`);
 * per-step training metrics (PSNR) only on logging steps, computed on the device;
+* the SSIM of the loss in four fused Triton kernels on CUDA (:mod:`ns_splat_plus.model.ssim`);
 * B cameras per step (``--pipeline.datamanager.cameras-per-step``) rendered in one rasterizer call,
   the loss the mean of their losses;
 * the training step does not read anything back from the GPU (intrinsics and render size without
@@ -36,6 +37,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.model import init
 from ns_splat_plus.model.metrics import image_metrics, psnr_on_device
 from ns_splat_plus.model.render import render_intrinsics, resize_images, strip_rows
+from ns_splat_plus.model.ssim import SsimKernel, TrainingSSIM
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.raster import Backend, rasterize
 from ns_splat_plus.strategy import StrategyOptions, build_strategy
@@ -87,6 +89,11 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     with one multi-tensor update instead of one optimizer step per group: fewer kernel launches, the
     same numbers as torch's foreach Adam; each group keeps its learning rate, scheduler and state.
     None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
+    ssim_kernel: SsimKernel = "auto"
+    """SSIM of the training loss. auto: fused Triton kernels on CUDA (four kernels instead of pytorch_msssim's
+    ~30; same function, not bitwise: float32 sums in another order), pytorch_msssim where Triton is
+    missing and on the CPU; triton: the fused kernels, an error without Triton; pytorch-msssim: splatfacto's.
+    Evaluation metrics always use pytorch_msssim, as splatfacto's."""
     eval_max_pixels: Optional[int] = None
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
     many pixels (same pixels, less memory). None: the largest training render of this process, so that
@@ -118,7 +125,9 @@ class SplatPlusModel(SplatfactoModel):
         from torchmetrics.image import PeakSignalNoiseRatio
 
         self.psnr = PeakSignalNoiseRatio(data_range=1.0)
-        self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)
+        self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)  # evaluation metrics, as splatfacto's
+        self.loss_ssim = TrainingSSIM(self.config.ssim_kernel)
+        CONSOLE.log(f"SSIM of the loss: {self.loss_ssim.describe(torch.device(self.kwargs.get('device', 'cpu')))}")
         self.lpips = upstream.build_lpips()
         self.step = 0
         self.crop_box = None
@@ -266,9 +275,9 @@ class SplatPlusModel(SplatfactoModel):
             pred_img = pred_img * mask
         l1 = torch.abs(gt_img - pred_img).mean()
         if batched:
-            ssim_loss = 1 - self.ssim(gt_img.permute(0, 3, 1, 2), pred_img.permute(0, 3, 1, 2))
+            ssim_loss = 1 - self.loss_ssim(gt_img.permute(0, 3, 1, 2), pred_img.permute(0, 3, 1, 2))
         else:
-            ssim_loss = 1 - self.ssim(gt_img.permute(2, 0, 1)[None, ...], pred_img.permute(2, 0, 1)[None, ...])
+            ssim_loss = 1 - self.loss_ssim(gt_img.permute(2, 0, 1)[None, ...], pred_img.permute(2, 0, 1)[None, ...])
         if self.config.use_scale_regularization and self.step % 10 == 0:
             scale_exp = torch.exp(self.scales)
             ratio = scale_exp.amax(dim=-1) / scale_exp.amin(dim=-1)

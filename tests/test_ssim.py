@@ -1,0 +1,168 @@
+"""The fused SSIM of the training loss against pytorch_msssim in float64.
+
+On the CPU the Triton kernels run in Triton's interpreter, the same kernel code that runs on the
+GPU; the `gpu` test runs them compiled, at training's image sizes. The interpreter has to be on
+before anything imports Triton (triton.language builds its own helpers at import), so each CPU
+check runs in a child process with TRITON_INTERPRET=1: ``python tests/test_ssim.py CHECK ARGS``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from pytorch_msssim import SSIM
+
+from ns_splat_plus.model import ssim as ssim_module
+from ns_splat_plus.model.ssim import TrainingSSIM, fused_ssim
+
+# float32 sums against a float64 reference: measured ~4e-8 (value) and ~4e-7 (relative gradient norm)
+VALUE_TOLERANCE = 1e-6
+GRADIENT_TOLERANCE = 1e-5
+
+
+def _interpreted(check: str, *args) -> None:
+    """Runs ``check(*args)`` of this file in a child process under Triton's interpreter."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, __file__, check, json.dumps(args)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, f"{check}{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    assert f"{check} passed" in done.stdout
+
+
+def _images(shape_nhwc, seed, device="cpu"):
+    generator = torch.Generator().manual_seed(seed)
+    gt = torch.rand(shape_nhwc, generator=generator)
+    pred = (gt + 0.2 * torch.randn(shape_nhwc, generator=generator)).clamp(0, 1)
+    return gt.to(device), pred.to(device)
+
+
+def _reference(gt_nchw, pred_nchw):
+    """pytorch_msssim's value and d value / d pred in float64."""
+    pred64 = pred_nchw.detach().double().requires_grad_()
+    value = SSIM(data_range=1.0, size_average=True, channel=gt_nchw.shape[1])(gt_nchw.double(), pred64)
+    value.backward()
+    return value.detach(), pred64.grad
+
+
+def _relative(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+@pytest.mark.parametrize(
+    "shape_nhwc",
+    [(1, 37, 45, 3), (2, 13, 270, 3), (1, 11, 11, 1)],  # odd sizes; 270 > one block of columns; the smallest image
+)
+def test_fused_ssim_matches_pytorch_msssim(shape_nhwc):
+    _interpreted("check_matches_pytorch_msssim", shape_nhwc)
+
+
+def test_fused_ssim_contiguous_input_and_symmetry():
+    _interpreted("check_contiguous_input_and_symmetry")
+
+
+def test_training_ssim_differentiates_the_image_that_needs_it():
+    _interpreted("check_training_ssim_differentiates_the_image_that_needs_it")
+
+
+def test_training_ssim_falls_back_to_pytorch_msssim():
+    _interpreted("check_falls_back_to_pytorch_msssim")
+
+
+def test_fused_ssim_rejects_bad_input():
+    _interpreted("check_rejects_bad_input")
+
+
+def check_matches_pytorch_msssim(shape_nhwc):
+    gt, pred = _images(shape_nhwc, seed=sum(shape_nhwc))
+    ref_value, ref_grad = _reference(gt.permute(0, 3, 1, 2), pred.permute(0, 3, 1, 2))
+    render = pred.clone().requires_grad_()  # the render layout: [N, H, W, C], read through a permute
+    value = fused_ssim(render.permute(0, 3, 1, 2), gt.permute(0, 3, 1, 2))
+    (2.5 * value).backward()  # the incoming gradient is applied
+    assert value.dtype == torch.float32 and value.shape == ()
+    assert abs(float(value) - float(ref_value)) < VALUE_TOLERANCE
+    assert _relative(render.grad, 2.5 * ref_grad.permute(0, 2, 3, 1)) < GRADIENT_TOLERANCE
+    assert render.grad.is_contiguous()  # written in the render's layout, no copy behind the permute
+
+
+def check_contiguous_input_and_symmetry():
+    gt, pred = _images((2, 15, 18, 3), seed=7)
+    gt, pred = gt.permute(0, 3, 1, 2).contiguous(), pred.permute(0, 3, 1, 2).contiguous()
+    ref_value, ref_grad = _reference(gt, pred)
+    x = pred.clone().requires_grad_()
+    value = fused_ssim(x, gt)
+    value.backward()
+    assert abs(float(value) - float(ref_value)) < VALUE_TOLERANCE
+    assert _relative(x.grad, ref_grad) < GRADIENT_TOLERANCE
+    # SSIM is symmetric, and the fused value is so bitwise (the same float operations on either image)
+    assert torch.equal(fused_ssim(gt, pred), fused_ssim(pred, gt))
+
+
+def check_training_ssim_differentiates_the_image_that_needs_it():
+    gt, pred = _images((1, 24, 31, 3), seed=3)
+    gt_nchw = gt.permute(0, 3, 1, 2)
+    ref_value, ref_grad = _reference(gt_nchw, pred.permute(0, 3, 1, 2))
+    loss_ssim = TrainingSSIM("auto")
+    render = pred.clone().requires_grad_()
+    pred_nchw = render.permute(0, 3, 1, 2)
+    assert loss_ssim.uses_fused(gt_nchw, pred_nchw)
+    value = loss_ssim(gt_nchw, pred_nchw)  # splatfacto's argument order: ground truth first
+    value.backward()
+    assert abs(float(value) - float(ref_value)) < VALUE_TOLERANCE
+    assert _relative(render.grad, ref_grad.permute(0, 2, 3, 1)) < GRADIENT_TOLERANCE
+    with torch.no_grad():  # evaluation-style call: no derivative maps kept, the same value
+        assert torch.equal(loss_ssim(gt_nchw, pred_nchw), value.detach())
+
+
+def check_falls_back_to_pytorch_msssim():
+    gt, pred = _images((1, 10, 40, 3), seed=1)  # 10 rows: pytorch_msssim skips the vertical filter
+    a, b = gt.permute(0, 3, 1, 2), pred.permute(0, 3, 1, 2)
+    assert not TrainingSSIM("auto").uses_fused(a, b)
+    assert torch.equal(TrainingSSIM("auto")(a, b), SSIM(data_range=1.0, size_average=True, channel=3)(a, b))
+    gt, pred = _images((1, 16, 16, 3), seed=2)
+    a, b = gt.permute(0, 3, 1, 2), pred.permute(0, 3, 1, 2)
+    assert not TrainingSSIM("pytorch-msssim").uses_fused(a, b)
+    assert not TrainingSSIM("auto").uses_fused(a.requires_grad_(), b.clone().requires_grad_())  # both need gradients
+    os.environ["TRITON_INTERPRET"] = "0"
+    assert not TrainingSSIM("auto").uses_fused(a.detach(), b)  # CPU tensors, compiled Triton: pytorch_msssim
+    ssim_module.triton_available = lambda: False
+    with pytest.raises(RuntimeError, match="ssim-kernel triton"):
+        TrainingSSIM("triton")
+
+
+def check_rejects_bad_input():
+    gt, pred = _images((1, 16, 16, 3), seed=4)
+    with pytest.raises(ValueError, match="one shape"):
+        fused_ssim(pred.permute(0, 3, 1, 2), gt.permute(0, 3, 1, 2)[..., :15])
+    with pytest.raises(ValueError, match="at least 11"):
+        fused_ssim(pred.permute(0, 3, 1, 2)[..., :10], gt.permute(0, 3, 1, 2)[..., :10])
+    with pytest.raises(ValueError, match="second image"):
+        fused_ssim(pred.permute(0, 3, 1, 2), gt.permute(0, 3, 1, 2).clone().requires_grad_())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape_nhwc", [(1, 1080, 1920, 3), (4, 545, 963, 3), (2, 3000, 4000, 3)])
+def test_fused_ssim_on_cuda_matches_float64(shape_nhwc):
+    """Compiled kernels at training's sizes (fox full size, a B=4 level, 12 MP), against float64."""
+    if not torch.cuda.is_available():
+        pytest.fail("needs CUDA")
+    gt, pred = _images(shape_nhwc, seed=11, device="cuda")
+    ref_value, ref_grad = _reference(gt.permute(0, 3, 1, 2), pred.permute(0, 3, 1, 2))
+    render = pred.clone().requires_grad_()
+    value = fused_ssim(render.permute(0, 3, 1, 2), gt.permute(0, 3, 1, 2))
+    value.backward()
+    assert abs(float(value) - float(ref_value)) < VALUE_TOLERANCE
+    assert torch.isfinite(render.grad).all()
+    assert _relative(render.grad, ref_grad.permute(0, 2, 3, 1)) < GRADIENT_TOLERANCE
+
+
+if __name__ == "__main__":
+    assert os.environ.get("TRITON_INTERPRET") == "1", "run through the tests: the interpreter must be on"
+    name, arguments = sys.argv[1], json.loads(sys.argv[2])
+    assert name.startswith("check_")
+    globals()[name](*arguments)
+    print(f"{name} passed")
