@@ -3,6 +3,7 @@
 
     python scripts/bench_ssim.py --out /tmp/ssim            # fox, B=4 fox, plush-dog, 4K sizes
     python scripts/bench_ssim.py --sizes 1x1080x1920 4x1080x1920 --repeats 200
+    python scripts/bench_ssim.py --column-tiles 1x256 4x128 8x128 16x64   # tile shapes of the column passes
 
 For each size (B x H x W, three channels, the render's [B, H, W, 3] layout read through a permute
 as the loss does) it times forward + backward of ``1 - ssim(gt, pred)`` with CUDA events: median of
@@ -22,6 +23,7 @@ from pathlib import Path
 import torch
 from pytorch_msssim import SSIM
 
+from ns_splat_plus.model import ssim as ssim_module
 from ns_splat_plus.model.ssim import fused_ssim
 
 DEFAULT_SIZES = ["1x1080x1920", "4x1080x1920", "1x1000x1500", "4x1000x1500", "1x270x480", "1x2160x3840"]
@@ -64,6 +66,7 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES, help="BxHxW")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--column-tiles", nargs="*", default=[], help="also time these RxC tiles of the column passes")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -93,14 +96,20 @@ def main() -> None:
         grad_rel = float((grads[1] - grads[0]).norm() / grads[0].norm())
         ms_ref, peak_ref = _time(msssim_loss, inputs, args.warmup, args.repeats)
         ms_fused, peak_fused = _time(fused_loss, inputs, args.warmup, args.repeats)
+        tiles = {}
+        default_tile = ssim_module.COLUMN_TILE
+        for tile in args.column_tiles:  # other tile shapes of the column passes, for tuning
+            ssim_module.COLUMN_TILE = tuple(int(v) for v in tile.split("x"))
+            tiles[tile] = _time(fused_loss, inputs, args.warmup, args.repeats)[0]
+        ssim_module.COLUMN_TILE = default_tile
         rows.append({
             "size": size, "pytorch_msssim_ms": ms_ref, "fused_ms": ms_fused, "speedup": ms_ref / ms_fused,
             "pytorch_msssim_peak_gib": peak_ref, "fused_peak_gib": peak_fused,
-            "loss_abs_diff": abs(values[1] - values[0]), "grad_rel_diff": grad_rel,
+            "loss_abs_diff": abs(values[1] - values[0]), "grad_rel_diff": grad_rel, "fused_ms_by_column_tile": tiles,
         })
         print(f"{size:>12}: pytorch_msssim {ms_ref:7.3f} ms, fused {ms_fused:7.3f} ms ({ms_ref / ms_fused:4.1f}x); "
               f"peak {peak_ref:.2f} / {peak_fused:.2f} GiB; |loss diff| {rows[-1]['loss_abs_diff']:.2e}, "
-              f"grad rel diff {grad_rel:.2e}", flush=True)
+              f"grad rel diff {grad_rel:.2e}" + "".join(f"; tile {t}: {ms:.3f} ms" for t, ms in tiles.items()), flush=True)
         del inputs, gt, pred, grads
         torch.cuda.empty_cache()
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "repeats": args.repeats, "rows": rows}

@@ -19,11 +19,12 @@ from typing import Any, Dict, Iterable, Optional
 _NOT_WORK = ("Activity Buffer Request",)
 
 # Where the GPU time of a splatting step goes, by kernel name (first match wins; lower-case
-# substrings of gsplat 1.4.0's, torch's and cuDNN's kernel names). A heuristic for reading the
+# substrings of gsplat 1.4.0's, torch's, cuDNN's and our Triton kernels' names). A heuristic for reading the
 # profile, not an exact attribution: "other" takes what no pattern names.
 KERNEL_GROUPS = (
     ("rasterize backward", ("rasterize_to_pixels_bwd",)),
     ("rasterize forward", ("rasterize_to_pixels_fwd",)),
+    ("SSIM (fused)", ("ssim_rows_", "ssim_columns_")),  # ns_splat_plus.model.ssim's Triton kernels
     ("projection and SH", ("projection", "quat_scale_to_covar", "spherical_harmonics", "compute_sh")),
     ("sort and tiles", ("sort", "radix", "isect", "tile", "scan")),
     ("convolution (SSIM)", ("conv_depthwise", "conv2d", "convolution", "cudnn", "implicit_gemm", "implicit_convolve",

@@ -45,7 +45,8 @@ WINDOW_SIZE = 11
 WINDOW_SIGMA = 1.5
 C1 = 0.01**2  # (K1 * data_range)^2 with data_range 1
 C2 = 0.03**2
-BLOCK = 256  # columns per program; rows are one per program
+ROW_BLOCK = 256  # row passes: one row and this many columns per program
+COLUMN_TILE = (8, 128)  # column passes: rows x columns per program
 
 
 def triton_interpreting() -> bool:
@@ -79,8 +80,8 @@ def _kernels():
     import triton.language as tl
 
     @triton.jit(do_not_specialize=["H", "W", "Wv"])
-    def rows_forward(x_ptr, y_ptr, win_ptr, out_ptr, C, H, W, Wv, maps_stride,
-                     sxn, sxc, sxh, sxw, syn, syc, syh, syw, WIN: tl.constexpr, BLOCK: tl.constexpr):
+    def ssim_rows_forward(x_ptr, y_ptr, win_ptr, out_ptr, C, H, W, Wv, maps_stride,
+                          sxn, sxc, sxh, sxw, syn, syc, syh, syw, WIN: tl.constexpr, BLOCK: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)  # over N*C*H input rows
         cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         keep = cols < Wv
@@ -111,22 +112,23 @@ def _kernels():
         tl.store(out + 3 * maps_stride, myy, mask=keep)
         tl.store(out + 4 * maps_stride, mxy, mask=keep)
 
-    @triton.jit(do_not_specialize=["H", "Hv", "Wv", "n_col_blocks"])
-    def columns_forward(maps_ptr, win_ptr, partial_ptr, deriv_ptr, H, Hv, Wv, maps_stride, deriv_stride,
-                        n_col_blocks, C1: tl.constexpr, C2: tl.constexpr, WIN: tl.constexpr,
-                        BLOCK: tl.constexpr, STORE_DERIVATIVES: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)  # over N*C*Hv output rows
+    @triton.jit(do_not_specialize=["H", "Hv", "Wv", "n_row_blocks", "n_col_blocks"])
+    def ssim_columns_forward(maps_ptr, win_ptr, partial_ptr, deriv_ptr, H, Hv, Wv, maps_stride, deriv_stride,
+                             n_row_blocks, n_col_blocks, C1: tl.constexpr, C2: tl.constexpr, WIN: tl.constexpr,
+                             BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, STORE_DERIVATIVES: tl.constexpr):
+        # a tile of BLOCK_R output rows: the 11 shifted loads of one map overlap and come from L1
+        pid = tl.program_id(0).to(tl.int64)  # over N*C planes x row blocks
         block = tl.program_id(1)
-        cols = block * BLOCK + tl.arange(0, BLOCK)
-        keep = cols < Wv
-        plane = row // Hv
-        r = row % Hv
-        first = maps_ptr + (plane * H + r) * Wv + cols
-        mu_x = tl.zeros([BLOCK], dtype=tl.float32)
-        mu_y = tl.zeros([BLOCK], dtype=tl.float32)
-        e_xx = tl.zeros([BLOCK], dtype=tl.float32)
-        e_yy = tl.zeros([BLOCK], dtype=tl.float32)
-        e_xy = tl.zeros([BLOCK], dtype=tl.float32)
+        plane = pid // n_row_blocks
+        rows = (pid % n_row_blocks) * BLOCK_R + tl.arange(0, BLOCK_R)
+        cols = block * BLOCK_C + tl.arange(0, BLOCK_C)
+        keep = (rows[:, None] < Hv) & (cols[None, :] < Wv)
+        first = maps_ptr + (plane * H + rows[:, None]) * Wv + cols[None, :]
+        mu_x = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float32)
+        mu_y = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float32)
+        e_xx = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float32)
+        e_yy = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float32)
+        e_xy = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float32)
         for k in tl.static_range(WIN):
             g = tl.load(win_ptr + k)
             at = first + k * Wv
@@ -149,21 +151,20 @@ def _kernels():
         l_den = mu_xx + mu_yy + C1
         lum = l_num / l_den
         value = lum * cs
-        tl.store(partial_ptr + row * n_col_blocks + block, tl.sum(tl.where(keep, value, 0.0), axis=0))
+        tl.store(partial_ptr + pid * n_col_blocks + block, tl.sum(tl.sum(tl.where(keep, value, 0.0), axis=1), axis=0))
         if STORE_DERIVATIVES:
             d_mu_x = cs * (2 * mu_y - 2 * mu_x * lum) / l_den  # d(l cs)/d mu_x with the sigmas held
             d_s_xx = -value / cs_den
             d_s_xy = 2 * lum / cs_den
-            d_first = mu_x * (-2.0) * d_s_xx
-            a = d_mu_x + d_first - mu_y * d_s_xy
-            out = deriv_ptr + row * Wv + cols
+            a = d_mu_x - 2 * mu_x * d_s_xx - mu_y * d_s_xy
+            out = deriv_ptr + (plane * Hv + rows[:, None]) * Wv + cols[None, :]
             tl.store(out, a, mask=keep)
             tl.store(out + deriv_stride, d_s_xx, mask=keep)
             tl.store(out + 2 * deriv_stride, d_s_xy, mask=keep)
 
     @triton.jit(do_not_specialize=["W", "Wv"])
-    def rows_backward(deriv_ptr, win_ptr, out_ptr, W, Wv, deriv_stride, out_stride,
-                      WIN: tl.constexpr, BLOCK: tl.constexpr):
+    def ssim_rows_backward(deriv_ptr, win_ptr, out_ptr, W, Wv, deriv_stride, out_stride,
+                           WIN: tl.constexpr, BLOCK: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)  # over N*C*Hv rows
         cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         keep = cols < W
@@ -183,23 +184,23 @@ def _kernels():
         tl.store(out + out_stride, b, mask=keep)
         tl.store(out + 2 * out_stride, c, mask=keep)
 
-    @triton.jit(do_not_specialize=["H", "W", "Hv"])
-    def columns_backward(rows_ptr, win_ptr, x_ptr, y_ptr, grad_out_ptr, grad_ptr, scale, C, H, W, Hv,
-                         rows_stride, sxn, sxc, sxh, sxw, syn, syc, syh, syw, sgn, sgc, sgh, sgw,
-                         WIN: tl.constexpr, BLOCK: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)  # over N*C*H rows of the gradient
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        keep = cols < W
-        plane = row // H
-        q = row % H
+    @triton.jit(do_not_specialize=["H", "W", "Hv", "n_row_blocks"])
+    def ssim_columns_backward(rows_ptr, win_ptr, x_ptr, y_ptr, grad_out_ptr, grad_ptr, scale, C, H, W, Hv,
+                              rows_stride, n_row_blocks, sxn, sxc, sxh, sxw, syn, syc, syh, syw,
+                              sgn, sgc, sgh, sgw, WIN: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+        pid = tl.program_id(0).to(tl.int64)  # over N*C planes x blocks of BLOCK_R gradient rows
+        plane = pid // n_row_blocks
         n = plane // C
         c = plane % C
-        a = tl.zeros([BLOCK], dtype=tl.float32)
-        b = tl.zeros([BLOCK], dtype=tl.float32)
-        cc = tl.zeros([BLOCK], dtype=tl.float32)
+        q = ((pid % n_row_blocks) * BLOCK_R + tl.arange(0, BLOCK_R))[:, None]
+        cols = (tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C))[None, :]
+        keep = (q < H) & (cols < W)
+        a = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float32)
+        b = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float32)
+        cc = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float32)
         for k in tl.static_range(WIN):
             g = tl.load(win_ptr + k)
-            src = q - k + tl.zeros([BLOCK], dtype=tl.int64)  # the source row, as a vector for the mask
+            src = q - k
             ok = keep & (src >= 0) & (src < Hv)
             at = rows_ptr + (plane * Hv + src) * W + cols
             a += g * tl.load(at, mask=ok, other=0.0)
@@ -211,7 +212,7 @@ def _kernels():
         grad = factor * (a + 2 * x * b + y * cc)
         tl.store(grad_ptr + n * sgn + c * sgc + q * sgh + cols * sgw, grad.to(grad_ptr.dtype.element_ty), mask=keep)
 
-    return rows_forward, columns_forward, rows_backward, columns_backward
+    return ssim_rows_forward, ssim_columns_forward, ssim_rows_backward, ssim_columns_backward
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -226,16 +227,17 @@ def _ssim_forward(x: torch.Tensor, y: torch.Tensor, window: torch.Tensor, keep_d
     Hv, Wv = H - WINDOW_SIZE + 1, W - WINDOW_SIZE + 1
     planes = N * C
     maps = torch.empty((5, planes, H, Wv), device=x.device, dtype=torch.float32)
-    col_blocks = _cdiv(Wv, BLOCK)
-    rows_forward[(planes * H, col_blocks)](
+    rows_forward[(planes * H, _cdiv(Wv, ROW_BLOCK))](
         x, y, window, maps, C, H, W, Wv, maps[0].numel(), *x.stride(), *y.stride(),
-        WIN=WINDOW_SIZE, BLOCK=BLOCK)
-    partial = torch.empty((planes * Hv, col_blocks), device=x.device, dtype=torch.float32)
+        WIN=WINDOW_SIZE, BLOCK=ROW_BLOCK)
+    tile_r, tile_c = COLUMN_TILE
+    row_blocks, col_blocks = _cdiv(Hv, tile_r), _cdiv(Wv, tile_c)
+    partial = torch.empty((planes * row_blocks, col_blocks), device=x.device, dtype=torch.float32)
     derivatives = torch.empty((3, planes, Hv, Wv), device=x.device, dtype=torch.float32) if keep_derivatives else partial
-    columns_forward[(planes * Hv, col_blocks)](
+    columns_forward[(planes * row_blocks, col_blocks)](
         maps, window, partial, derivatives, H, Hv, Wv, maps[0].numel(),
-        derivatives[0].numel() if keep_derivatives else 0, col_blocks,
-        C1=C1, C2=C2, WIN=WINDOW_SIZE, BLOCK=BLOCK, STORE_DERIVATIVES=keep_derivatives)
+        derivatives[0].numel() if keep_derivatives else 0, row_blocks, col_blocks,
+        C1=C1, C2=C2, WIN=WINDOW_SIZE, BLOCK_R=tile_r, BLOCK_C=tile_c, STORE_DERIVATIVES=keep_derivatives)
     value = partial.sum() / (planes * Hv * Wv)
     return value, (derivatives if keep_derivatives else None)
 
@@ -248,14 +250,16 @@ def _ssim_backward(grad_out: torch.Tensor, x: torch.Tensor, y: torch.Tensor, win
     Hv, Wv = derivatives.shape[-2:]
     planes = N * C
     rows = torch.empty((3, planes, Hv, W), device=x.device, dtype=torch.float32)
-    rows_backward[(planes * Hv, _cdiv(W, BLOCK))](
+    rows_backward[(planes * Hv, _cdiv(W, ROW_BLOCK))](
         derivatives, window, rows, W, Wv, derivatives[0].numel(), rows[0].numel(),
-        WIN=WINDOW_SIZE, BLOCK=BLOCK)
+        WIN=WINDOW_SIZE, BLOCK=ROW_BLOCK)
     grad = torch.empty_like(x, memory_format=torch.preserve_format)  # x's strides where x is dense
-    columns_backward[(planes * H, _cdiv(W, BLOCK))](
+    tile_r, tile_c = COLUMN_TILE
+    row_blocks = _cdiv(H, tile_r)
+    columns_backward[(planes * row_blocks, _cdiv(W, tile_c))](
         rows, window, x, y, grad_out.detach().to(torch.float32).reshape(1), grad, 1.0 / (planes * Hv * Wv),
-        C, H, W, Hv, rows[0].numel(), *x.stride(), *y.stride(), *grad.stride(),
-        WIN=WINDOW_SIZE, BLOCK=BLOCK)
+        C, H, W, Hv, rows[0].numel(), row_blocks, *x.stride(), *y.stride(), *grad.stride(),
+        WIN=WINDOW_SIZE, BLOCK_R=tile_r, BLOCK_C=tile_c)
     return grad
 
 
