@@ -46,7 +46,7 @@ WINDOW_SIGMA = 1.5
 C1 = 0.01**2  # (K1 * data_range)^2 with data_range 1
 C2 = 0.03**2
 ROW_BLOCK = 256  # row passes: one row and this many columns per program
-COLUMN_TILE = (8, 128)  # column passes: rows x columns per program
+COLUMN_TILE = (4, 128)  # column passes: rows x columns per program
 
 
 def triton_interpreting() -> bool:
