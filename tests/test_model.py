@@ -70,3 +70,24 @@ def test_losses_are_splatfactos(trainer, scale_regularization):
     finally:
         model.config.use_scale_regularization = False
         model.config.max_gauss_ratio = 10.0
+
+
+def test_the_loss_takes_its_ssim_from_the_configured_training_ssim(trainer, monkeypatch):
+    """The loss's SSIM goes through ``loss_ssim`` (fused kernels on CUDA), evaluation keeps pytorch_msssim's."""
+    from pytorch_msssim import SSIM
+
+    from ns_splat_plus.model.ssim import TrainingSSIM
+
+    model = trainer.pipeline.model
+    assert isinstance(model.loss_ssim, TrainingSSIM) and model.loss_ssim.kernel == model.config.ssim_kernel == "auto"
+    assert isinstance(model.ssim, SSIM)  # ns-eval's metrics
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(0, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+    camera, batch = trainer.pipeline.datamanager.next_train(0)
+    outputs = model.get_outputs(camera)
+    calls = []
+    forward = model.loss_ssim.forward
+    monkeypatch.setattr(model.loss_ssim, "forward", lambda a, b: calls.append((a.shape, b.requires_grad)) or forward(a, b))
+    model.get_loss_dict(outputs, batch)
+    # one call, splatfacto's argument order: ground truth [1, 3, H, W] first, the render (with gradient) second
+    assert calls == [((1, 3, *outputs["rgb"].shape[:2]), True)]
