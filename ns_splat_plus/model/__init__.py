@@ -1,7 +1,8 @@
 """The splat-plus model: :class:`SplatPlusModel` (a ``SplatfactoModel``) and its config.
 
 Modules: ``model.py`` (the model and its options), ``render.py`` (intrinsics, strips),
-``metrics.py`` (evaluation metrics), ``init.py`` (deterministic initial Gaussians).
+``metrics.py`` (evaluation metrics), ``init.py`` (deterministic initial Gaussians), ``ssim.py``
+(the SSIM of the training loss: fused Triton kernels on CUDA).
 """
 
 from ns_splat_plus.model.model import SplatPlusModel, SplatPlusModelConfig
