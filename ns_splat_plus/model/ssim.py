@@ -12,7 +12,9 @@ takes two passes forward and two backward, one kernel each, every one of them me
 3. rows, transposed: the horizontal filter of those three maps, back to full width;
 4. columns, transposed: back to full height, combined with x and y into the gradient of x.
 
-Faster-GS does the same with its CUDA ``fused-ssim``; Triton needs no compiler at install time.
+Trainers such as FastGS use the CUDA package ``fused-ssim`` for the same reason; this one is
+Triton (no compiler at install time) and keeps pytorch_msssim's valid padding, so that the loss is
+splatfacto's.
 
 The function is pytorch_msssim's, ``SSIM(data_range=1.0, size_average=True, channel=C)``: the
 mean over images, channels and valid pixels of ``l * cs`` with C1 = 0.01**2 and C2 = 0.03**2.
