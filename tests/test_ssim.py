@@ -127,6 +127,8 @@ def check_falls_back_to_pytorch_msssim():
     a, b = gt.permute(0, 3, 1, 2), pred.permute(0, 3, 1, 2)
     assert not TrainingSSIM("pytorch-msssim").uses_fused(a, b)
     assert not TrainingSSIM("auto").uses_fused(a.requires_grad_(), b.clone().requires_grad_())  # both need gradients
+    huge = torch.empty((8, 3, 4320, 7680), device="meta")  # eight 8K images: past the kernels' 32-bit offsets
+    assert not TrainingSSIM("auto").uses_fused(huge, huge) and TrainingSSIM("auto").uses_fused(huge[:1], huge[:1])
     os.environ["TRITON_INTERPRET"] = "0"
     assert not TrainingSSIM("auto").uses_fused(a.detach(), b)  # CPU tensors, compiled Triton: pytorch_msssim
     ssim_module.triton_available = lambda: False
@@ -140,6 +142,9 @@ def check_rejects_bad_input():
         fused_ssim(pred.permute(0, 3, 1, 2), gt.permute(0, 3, 1, 2)[..., :15])
     with pytest.raises(ValueError, match="at least 11"):
         fused_ssim(pred.permute(0, 3, 1, 2)[..., :10], gt.permute(0, 3, 1, 2)[..., :10])
+    huge = torch.empty((8, 3, 4320, 7680), device="meta")
+    with pytest.raises(ValueError, match="32-bit"):
+        fused_ssim(huge, huge)
     with pytest.raises(ValueError, match="second image"):
         fused_ssim(pred.permute(0, 3, 1, 2), gt.permute(0, 3, 1, 2).clone().requires_grad_())
 

@@ -21,7 +21,8 @@ mean over images, channels and valid pixels of ``l * cs`` with C1 = 0.01**2 and 
 It is not bitwise the same (other summation order; cuDNN may also run its convolutions in TF32):
 tests/test_ssim.py compares both with a float64 reference. Gradients flow to one input (the
 render); with both inputs requiring gradients, images under 11 pixels on a side (where
-pytorch_msssim skips the filter), or no Triton, pytorch_msssim runs instead.
+pytorch_msssim skips the filter), batches of 429M values or more (32-bit offsets), or no Triton,
+pytorch_msssim runs instead.
 
 Gradient (derived here; ``g`` is the window, ``*`` the valid filter, ``g^T *`` its transpose)::
 
@@ -49,6 +50,7 @@ C1 = 0.01**2  # (K1 * data_range)^2 with data_range 1
 C2 = 0.03**2
 ROW_BLOCK = 256  # row passes: one row and this many columns per program
 COLUMN_TILE = (4, 128)  # column passes: rows x columns per program
+MAX_ELEMENTS = 2**31 // 5  # the five filtered maps are indexed with 32-bit offsets (B x 3 x H x W below this)
 
 
 def triton_interpreting() -> bool:
@@ -297,6 +299,8 @@ def fused_ssim(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"fused_ssim needs images of at least {WINDOW_SIZE} pixels on a side, got {tuple(x.shape)}")
     if y.requires_grad:
         raise ValueError("fused_ssim gives no gradient to its second image; pass the one that needs it first")
+    if x.numel() >= MAX_ELEMENTS:
+        raise ValueError(f"fused_ssim takes at most {MAX_ELEMENTS - 1} elements (its offsets are 32-bit), got {tuple(x.shape)}")
     if x.is_cuda and x.device.index != torch.cuda.current_device():
         with torch.cuda.device(x.device):  # Triton launches on the current device
             return _FusedSSIM.apply(x, y, _window_on(x.device))
@@ -340,7 +344,8 @@ class TrainingSSIM(torch.nn.Module):
             return False
         if not (a.is_cuda or triton_interpreting()):
             return False
-        return a.dim() == 4 and min(a.shape[-2:]) >= WINDOW_SIZE and not (a.requires_grad and b.requires_grad)
+        small_enough = a.numel() < MAX_ELEMENTS  # e.g. eight 8K images per step go to pytorch_msssim
+        return a.dim() == 4 and min(a.shape[-2:]) >= WINDOW_SIZE and small_enough and not (a.requires_grad and b.requires_grad)
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not self.uses_fused(a, b):
