@@ -68,15 +68,6 @@ def triton_available() -> bool:
     return True
 
 
-def gaussian_window(device: torch.device) -> torch.Tensor:
-    """pytorch_msssim's window, the same float32 numbers: [11]."""
-    coords = torch.arange(WINDOW_SIZE, dtype=torch.float)
-    coords -= WINDOW_SIZE // 2
-    g = torch.exp(-(coords**2) / (2 * WINDOW_SIGMA**2))
-    g /= g.sum()
-    return g.to(device)
-
-
 @functools.lru_cache(maxsize=1)
 def _kernels():
     """The four Triton kernels, defined on first use (Triton imported only where it runs)."""
@@ -309,7 +300,8 @@ def fused_ssim(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=8)
 def _window_on(device: torch.device) -> torch.Tensor:
-    return gaussian_window(device)
+    """pytorch_msssim's own window (its ``SSIM.win``, the same float32 numbers) on ``device``: [11]."""
+    return SSIM(data_range=1.0, win_size=WINDOW_SIZE, win_sigma=WINDOW_SIGMA, channel=1).win.reshape(-1).to(device)
 
 
 class TrainingSSIM(torch.nn.Module):
@@ -333,16 +325,19 @@ class TrainingSSIM(torch.nn.Module):
         self.kernel = kernel
         self.reference = SSIM(data_range=1.0, size_average=True, channel=channel)
 
+    def fused_on(self, device: torch.device) -> bool:
+        """Whether images on ``device`` get the fused kernels (unless their shape rules them out)."""
+        if self.kernel == "pytorch-msssim" or not triton_available():
+            return False
+        return device.type == "cuda" or triton_interpreting()
+
     def describe(self, device: torch.device) -> str:
         """What the loss's SSIM runs as on ``device``, for the console."""
-        fused = self.kernel != "pytorch-msssim" and triton_available() and (device.type == "cuda" or triton_interpreting())
-        return "fused Triton kernels" if fused else "pytorch_msssim"
+        return "fused Triton kernels" if self.fused_on(device) else "pytorch_msssim"
 
     def uses_fused(self, a: torch.Tensor, b: torch.Tensor) -> bool:
         """Whether ``forward(a, b)`` runs the fused kernels."""
-        if self.kernel == "pytorch-msssim" or not triton_available():
-            return False
-        if not (a.is_cuda or triton_interpreting()):
+        if not self.fused_on(a.device):
             return False
         small_enough = a.numel() < MAX_ELEMENTS  # e.g. eight 8K images per step go to pytorch_msssim
         return a.dim() == 4 and min(a.shape[-2:]) >= WINDOW_SIZE and small_enough and not (a.requires_grad and b.requires_grad)
