@@ -91,7 +91,8 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
     ssim_kernel: SsimKernel = "auto"
     """SSIM of the training loss. auto: fused Triton kernels on CUDA (four kernels instead of pytorch_msssim's
-    ~30; same function, not bitwise: float32 sums in another order), pytorch_msssim where Triton is
+    convolutions, their backward and its elementwise kernels; same function, not bitwise: float32 sums
+    in another order), pytorch_msssim where Triton is
     missing and on the CPU; triton: the fused kernels, an error without Triton; pytorch-msssim: splatfacto's.
     Evaluation metrics always use pytorch_msssim, as splatfacto's."""
     eval_max_pixels: Optional[int] = None
