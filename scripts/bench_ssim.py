@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from pytorch_msssim import SSIM
 
-from ns_splat_plus.model import ssim as ssim_module
+from ns_splat_plus.model import ssim_kernels
 from ns_splat_plus.model.ssim import fused_ssim
 
 DEFAULT_SIZES = ["1x1080x1920", "4x1080x1920", "1x1000x1500", "4x1000x1500", "1x270x480", "1x2160x3840"]
@@ -97,11 +97,11 @@ def main() -> None:
         ms_ref, peak_ref = _time(msssim_loss, inputs, args.warmup, args.repeats)
         ms_fused, peak_fused = _time(fused_loss, inputs, args.warmup, args.repeats)
         tiles = {}
-        default_tile = ssim_module.COLUMN_TILE
+        default_tile = ssim_kernels.COLUMN_TILE
         for tile in args.column_tiles:  # other tile shapes of the column passes, for tuning
-            ssim_module.COLUMN_TILE = tuple(int(v) for v in tile.split("x"))
+            ssim_kernels.COLUMN_TILE = tuple(int(v) for v in tile.split("x"))
             tiles[tile] = _time(fused_loss, inputs, args.warmup, args.repeats)[0]
-        ssim_module.COLUMN_TILE = default_tile
+        ssim_kernels.COLUMN_TILE = default_tile
         rows.append({
             "size": size, "pytorch_msssim_ms": ms_ref, "fused_ms": ms_fused, "speedup": ms_ref / ms_fused,
             "pytorch_msssim_peak_gib": peak_ref, "fused_peak_gib": peak_fused,

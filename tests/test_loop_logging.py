@@ -77,3 +77,18 @@ def test_a_training_run_logs_iteration_times_at_logging_steps(tmp_path):
     events = EventAccumulator(str(config.get_base_dir())).Reload()
     assert [e.step for e in events.Scalars(ITER)] == [0, 10, 20]
     assert [e.step for e in events.Scalars("Train Loss")] == [0, 10, 20]
+
+
+def test_eval_iteration_runs_only_on_steps_with_an_evaluation_due(tmp_path):
+    """nerfstudio's loop calls eval_iteration every step; ours only where one of its intervals is due."""
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=25)
+    config.steps_per_eval_batch, config.steps_per_eval_image, config.steps_per_eval_all_images = 7, 0, 0
+    trainer = build_trainer(config)
+    calls = []
+    evaluate = trainer.eval_iteration
+    trainer.eval_iteration = lambda step: calls.append(step) or evaluate(step)
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    assert calls == [7, 14, 21]

@@ -91,3 +91,30 @@ def test_the_loss_takes_its_ssim_from_the_configured_training_ssim(trainer, monk
     model.get_loss_dict(outputs, batch)
     # one call, splatfacto's argument order: ground truth [1, 3, H, W] first, the render (with gradient) second
     assert calls == [((1, 3, *outputs["rgb"].shape[:2]), True)]
+
+
+def test_training_cameras_are_made_once_and_keep_their_view_matrix_and_intrinsics(trainer):
+    """A camera's [1] Cameras is sliced once and handed out at each of its steps; the model keeps its
+    view matrix and K in the camera's render cache: the same numbers as computing them each step."""
+    from nerfstudio.models.splatfacto import get_viewmat
+
+    from ns_splat_plus.model.render import RENDER_CACHE
+    from ns_splat_plus.parallel import camera_for_step
+
+    model, datamanager = trainer.pipeline.model, trainer.pipeline.datamanager
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(0, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+    camera, _ = datamanager.next_train(0)
+    n, seed = len(datamanager.train_dataset), datamanager.config.train_cameras_sampling_seed
+    index = camera.metadata["cam_idx"]
+    later = next(s for s in range(1, 4 * n) if camera_for_step(s, 0, 1, n, seed) == index)
+    assert datamanager.next_train(later)[0] is camera
+    camera.metadata[RENDER_CACHE].clear()  # earlier tests of this module may have rendered it
+    model.get_outputs(camera)
+    scale = 1.0 / model._get_downscale_factor()
+    cache = camera.metadata[RENDER_CACHE]
+    assert set(cache) == {"viewmat", ("intrinsics", scale)}
+    assert torch.equal(cache["viewmat"], get_viewmat(camera.camera_to_worlds))
+    K, W, H = cache[("intrinsics", scale)]
+    K_now, W_now, H_now = render_intrinsics(camera, scale)
+    assert torch.equal(K, K_now) and (W, H) == (W_now, H_now)

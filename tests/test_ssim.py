@@ -1,22 +1,19 @@
 """The fused SSIM of the training loss against pytorch_msssim in float64.
 
 On the CPU the Triton kernels run in Triton's interpreter, the same kernel code that runs on the
-GPU; the `gpu` test runs them compiled, at training's image sizes. The interpreter has to be on
-before anything imports Triton (triton.language builds its own helpers at import), so each CPU
-check runs in a child process with TRITON_INTERPRET=1: ``python tests/test_ssim.py CHECK ARGS``.
+GPU, each check in a child process (tests/interpreted.py); the `gpu` test runs them compiled, at
+training's image sizes.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 from pytorch_msssim import SSIM
 
+from interpreted import main, run_interpreted
 from ns_splat_plus.model import ssim as ssim_module
 from ns_splat_plus.model.ssim import TrainingSSIM, fused_ssim
 
@@ -26,12 +23,7 @@ GRADIENT_TOLERANCE = 1e-5
 
 
 def _interpreted(check: str, *args) -> None:
-    """Runs ``check(*args)`` of this file in a child process under Triton's interpreter."""
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, __file__, check, json.dumps(args)], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, f"{check}{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-    assert f"{check} passed" in done.stdout
+    run_interpreted(__file__, check, *args)
 
 
 def _images(shape_nhwc, seed, device="cpu"):
@@ -166,8 +158,4 @@ def test_fused_ssim_on_cuda_matches_float64(shape_nhwc):
 
 
 if __name__ == "__main__":
-    assert os.environ.get("TRITON_INTERPRET") == "1", "run through the tests: the interpreter must be on"
-    name, arguments = sys.argv[1], json.loads(sys.argv[2])
-    assert name.startswith("check_")
-    globals()[name](*arguments)
-    print(f"{name} passed")
+    main(globals())

@@ -24,7 +24,7 @@ _NOT_WORK = ("Activity Buffer Request",)
 KERNEL_GROUPS = (
     ("rasterize backward", ("rasterize_to_pixels_bwd",)),
     ("rasterize forward", ("rasterize_to_pixels_fwd",)),
-    ("SSIM (fused)", ("ssim_rows_", "ssim_columns_")),  # ns_splat_plus.model.ssim's Triton kernels
+    ("SSIM (fused)", ("ssim_rows_", "ssim_columns_", "ssim_finish")),  # ns_splat_plus.model.ssim_kernels' Triton kernels
     ("projection and SH", ("projection", "quat_scale_to_covar", "spherical_harmonics", "compute_sh")),
     ("sort and tiles", ("sort", "radix", "isect", "tile", "scan")),
     ("convolution (SSIM)", ("conv_depthwise", "conv2d", "convolution", "cudnn", "implicit_gemm", "implicit_convolve",

@@ -136,12 +136,11 @@ def probe_trainer_class(base: type) -> type:
 
         def eval_iteration(self, step: int) -> None:
             recorder = getattr(self, "bench_recorder", None)
-            if recorder is None:
+            if recorder is None or not self._bench_eval_due(step):
+                # nothing to evaluate: no peak-memory reset and read (~0.2 ms of host time per step on CUDA)
                 return super().eval_iteration(step)
             memory = getattr(self, "bench_memory", None)
             if memory is not None:
-                if not self._bench_eval_due(step):
-                    return super().eval_iteration(step)
                 with memory.evaluating():
                     super().eval_iteration(step)
                 if step_check(step, self.config.steps_per_eval_all_images):

@@ -11,7 +11,9 @@ Differences from ``SplatfactoModel`` (nerfstudio 1.1.5), and why:
   :class:`~ns_splat_plus.strategy.StrategyOptions`), with the MCMC recipe's regularisers;
 * LPIPS is built from local weights, or downloaded with a short timeout (:mod:`ns_splat_plus.upstream`);
 * per-step training metrics (PSNR) only on logging steps, computed on the device;
-* the SSIM of the loss in four fused Triton kernels on CUDA (:mod:`ns_splat_plus.model.ssim`);
+* the SSIM of the loss in five fused Triton kernels on CUDA (:mod:`ns_splat_plus.model.ssim`); with
+  ``--pipeline.model.fused-loss`` the background composite and L1 term too (:mod:`.photometric_loss`);
+* a training camera's view matrix and ``K`` made once and kept in its render cache (:mod:`.render`);
 * B cameras per step (``--pipeline.datamanager.cameras-per-step``) rendered in one rasterizer call,
   the loss the mean of their losses;
 * the training step does not read anything back from the GPU (intrinsics and render size without
@@ -36,7 +38,15 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from ns_splat_plus import upstream
 from ns_splat_plus.model import init
 from ns_splat_plus.model.metrics import image_metrics, psnr_on_device
-from ns_splat_plus.model.render import render_intrinsics, resize_images, strip_rows
+from ns_splat_plus.model.photometric_loss import fused_loss_applies, fused_photometric_loss
+from ns_splat_plus.model.render import (
+    TrainingOutputs,
+    cached_for_camera,
+    composite,
+    render_intrinsics,
+    resize_images,
+    strip_rows,
+)
 from ns_splat_plus.model.ssim import SsimKernel, TrainingSSIM
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.raster import Backend, rasterize
@@ -90,11 +100,16 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     same numbers as torch's foreach Adam; each group keeps its learning rate, scheduler and state.
     None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
     ssim_kernel: SsimKernel = "auto"
-    """SSIM of the training loss. auto: fused Triton kernels on CUDA (four kernels instead of pytorch_msssim's
+    """SSIM of the training loss. auto: fused Triton kernels on CUDA (five kernels instead of pytorch_msssim's
     convolutions, their backward and its elementwise kernels; same function, not bitwise: float32 sums
     in another order), pytorch_msssim where Triton is
     missing and on the CPU; triton: the fused kernels, an error without Triton; pytorch-msssim: splatfacto's.
     Evaluation metrics always use pytorch_msssim, as splatfacto's."""
+    fused_loss: bool = False
+    """Fold splatfacto's background composite and L1 term into the fused SSIM kernels (one loss, about twenty
+    fewer elementwise kernels and launches per step; the same function to 1e-7 in float64 tests). Off by
+    default until its quality is shown over repeats: on fox, splat-plus-fast with it gave 29.45 +- 0.67 dB
+    over 3 runs against 30.31 +- 0.12 without (README, 2026-11-24 results)."""
     eval_max_pixels: Optional[int] = None
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
     many pixels (same pixels, less memory). None: the largest training render of this process, so that
@@ -184,8 +199,12 @@ class SplatPlusModel(SplatfactoModel):
         g = {k: (v[crop_ids] if crop_ids is not None else v) for k, v in self.gauss_params.items()}
         colors = torch.cat((g["features_dc"][:, None, :], g["features_rest"]), dim=1)
 
-        viewmat = get_viewmat(optimized_camera_to_world)
-        K, W, H = render_intrinsics(camera, 1.0 / self._get_downscale_factor())
+        if optimized_camera_to_world is camera.camera_to_worlds:  # no pose correction: the same every step
+            viewmat = cached_for_camera(camera, "viewmat", lambda: get_viewmat(optimized_camera_to_world))
+        else:
+            viewmat = get_viewmat(optimized_camera_to_world)
+        scale = 1.0 / self._get_downscale_factor()
+        K, W, H = cached_for_camera(camera, ("intrinsics", scale), lambda: render_intrinsics(camera, scale))
         self.last_size = (H, W)
         if self.training:  # B cameras: the rasterizer held B x H x W pixels
             self.max_train_pixels = max(getattr(self, "max_train_pixels", 0), n_cameras * H * W)
@@ -221,20 +240,24 @@ class SplatPlusModel(SplatfactoModel):
             self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)
 
         background = self._get_background_color()
-        if self.training:
-            rgb = torch.clamp(render[..., :3] + (1 - alpha) * background, 0.0, 1.0)
-        else:  # no autograd here: composite in place, no full-resolution temporaries
-            rgb = render[..., :3].addcmul_(1 - alpha, background).clamp_(0.0, 1.0)
-        if self.config.use_bilateral_grid and self.training:
-            if camera.metadata is not None and "cam_idx" in camera.metadata:
-                rgb = self._apply_bilateral_grid(rgb, camera.metadata["cam_idx"], H, W)
         depth_im = None
         if render_mode == "RGB+ED":
             depth_im = render[..., 3:4]
             depth_im = torch.where(alpha > 0, depth_im, depth_im.detach().max()).squeeze(0)
+        batched = n_cameras > 1  # batched: rgb [B, H, W, 3], accumulation [B, H, W, 1]; else [H, W, ...]
+        if self.training and not self.config.use_bilateral_grid:
+            # the composite waits for whoever reads "rgb": the fused loss reads the render itself
+            return TrainingOutputs(render_colors=render[..., :3], render_alphas=alpha, batched=batched, depth=depth_im,
+                                   accumulation=alpha if batched else alpha.squeeze(0), background=background)
+        if self.training:
+            rgb = composite(render[..., :3], alpha, background)
+            if camera.metadata is not None and "cam_idx" in camera.metadata:
+                rgb = self._apply_bilateral_grid(rgb, camera.metadata["cam_idx"], H, W)
+        else:  # no autograd here: composite in place, no full-resolution temporaries
+            rgb = render[..., :3].addcmul_(1 - alpha, background).clamp_(0.0, 1.0)
         if background.shape[0] == 3 and not self.training:
             background = background.expand(H, W, 3)
-        if n_cameras > 1:  # batched: [B, H, W, 3], [B, H, W, 1]
+        if batched:
             return {"rgb": rgb, "depth": depth_im, "accumulation": alpha, "background": background}
         return {"rgb": rgb.squeeze(0), "depth": depth_im, "accumulation": alpha.squeeze(0), "background": background}
 
@@ -255,17 +278,44 @@ class SplatPlusModel(SplatfactoModel):
             return alpha * images[..., :3] + (1 - alpha) * background
         return images
 
+    def _gt(self, outputs, batch) -> torch.Tensor:
+        """The ground truth as the loss sees it: [H, W, 3] (one camera) or [B, H, W, 3] float."""
+        if batch["image"].dim() == 3:
+            return self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"])
+        return self.batch_gt_img(batch["image"], outputs["background"])
+
     def _gt_and_pred(self, outputs, batch) -> Tuple[torch.Tensor, torch.Tensor]:
         """(ground truth, prediction) as the loss sees them: [H, W, 3] (one camera) or [B, H, W, 3]."""
-        pred_img = outputs["rgb"]
-        if pred_img.dim() == 3:
-            return self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"]), pred_img
-        return self.batch_gt_img(batch["image"], outputs["background"]), pred_img
+        return self._gt(outputs, batch), outputs["rgb"]
 
     def get_loss_dict(self, outputs, batch, metrics_dict=None) -> Dict[str, torch.Tensor]:
         """splatfacto's losses (L1 + SSIM, optional scale regularisation, camera and bilateral-grid
         terms), with its zero scale regulariser made on the device: splatfacto's
-        ``torch.tensor(0.0).to(device)`` stalls the host until the GPU has finished the forward pass."""
+        ``torch.tensor(0.0).to(device)`` stalls the host until the GPU has finished the forward pass.
+        The L1 + SSIM term runs in the fused kernels where they apply (:mod:`.photometric_loss`)."""
+        main_loss = self._fused_main_loss(outputs, batch)
+        if main_loss is None:
+            main_loss = self._main_loss(outputs, batch)
+        if self.config.use_scale_regularization and self.step % 10 == 0:
+            scale_exp = torch.exp(self.scales)
+            ratio = scale_exp.amax(dim=-1) / scale_exp.amin(dim=-1)
+            scale_reg = 0.1 * (ratio.clamp_min(self.config.max_gauss_ratio) - self.config.max_gauss_ratio).mean()
+        else:
+            scale_reg = torch.zeros((), device=main_loss.device)
+        loss_dict = {"main_loss": main_loss, "scale_reg": scale_reg}
+        if self.config.strategy == "mcmc":  # the MCMC recipe's regularisers (gsplat's and nerfstudio's)
+            if self.config.mcmc_opacity_reg > 0.0:
+                loss_dict["mcmc_opacity_reg"] = self.config.mcmc_opacity_reg * torch.sigmoid(self.opacities).mean()
+            if self.config.mcmc_scale_reg > 0.0:
+                loss_dict["mcmc_scale_reg"] = self.config.mcmc_scale_reg * torch.exp(self.scales).mean()
+        if self.training:
+            self.camera_optimizer.get_loss_dict(loss_dict)
+            if self.config.use_bilateral_grid:
+                loss_dict["tv_loss"] = 10 * total_variation_loss(self.bil_grids.grids)
+        return loss_dict
+
+    def _main_loss(self, outputs, batch) -> torch.Tensor:
+        """splatfacto's ``(1 - lambda) * L1 + lambda * (1 - SSIM)`` in PyTorch (masks included)."""
         gt_img, pred_img = self._gt_and_pred(outputs, batch)
         batched = pred_img.dim() == 4  # B cameras: L1 and SSIM means over [B, ...] = the mean of B losses
         if "mask" in batch:
@@ -279,26 +329,25 @@ class SplatPlusModel(SplatfactoModel):
             ssim_loss = 1 - self.loss_ssim(gt_img.permute(0, 3, 1, 2), pred_img.permute(0, 3, 1, 2))
         else:
             ssim_loss = 1 - self.loss_ssim(gt_img.permute(2, 0, 1)[None, ...], pred_img.permute(2, 0, 1)[None, ...])
-        if self.config.use_scale_regularization and self.step % 10 == 0:
-            scale_exp = torch.exp(self.scales)
-            ratio = scale_exp.amax(dim=-1) / scale_exp.amin(dim=-1)
-            scale_reg = 0.1 * (ratio.clamp_min(self.config.max_gauss_ratio) - self.config.max_gauss_ratio).mean()
-        else:
-            scale_reg = torch.zeros((), device=pred_img.device)
-        loss_dict = {
-            "main_loss": (1 - self.config.ssim_lambda) * l1 + self.config.ssim_lambda * ssim_loss,
-            "scale_reg": scale_reg,
-        }
-        if self.config.strategy == "mcmc":  # the MCMC recipe's regularisers (gsplat's and nerfstudio's)
-            if self.config.mcmc_opacity_reg > 0.0:
-                loss_dict["mcmc_opacity_reg"] = self.config.mcmc_opacity_reg * torch.sigmoid(self.opacities).mean()
-            if self.config.mcmc_scale_reg > 0.0:
-                loss_dict["mcmc_scale_reg"] = self.config.mcmc_scale_reg * torch.exp(self.scales).mean()
-        if self.training:
-            self.camera_optimizer.get_loss_dict(loss_dict)
-            if self.config.use_bilateral_grid:
-                loss_dict["tv_loss"] = 10 * total_variation_loss(self.bil_grids.grids)
-        return loss_dict
+        return (1 - self.config.ssim_lambda) * l1 + self.config.ssim_lambda * ssim_loss
+
+    def _fused_main_loss(self, outputs, batch) -> Optional[torch.Tensor]:
+        """The same loss in the fused kernels, from the render before its composite; None where they
+        do not apply (--pipeline.model.fused-loss off, masks, CPU without Triton's interpreter, ...)."""
+        if not self.config.fused_loss or not isinstance(outputs, TrainingOutputs) or "mask" in batch:
+            return None
+        if not self.loss_ssim.fused_on(self.device):
+            return None
+        colors, alphas, background = outputs["render_colors"], outputs["render_alphas"], outputs["background"]
+        images = batch["image"] if outputs.batched else batch["image"][None]
+        if images.shape[-1] != 3 or self._get_downscale_factor() > 1 or images.dtype not in (torch.uint8, torch.float32):
+            # alpha to composite or a downscale first: splatfacto's ground truth in float, then fused
+            gt = self._gt(outputs, batch)
+            images = gt if outputs.batched else gt[None]
+        images = images.to(self.device)
+        if not fused_loss_applies(self.loss_ssim, colors, alphas, background, images):
+            return None
+        return fused_photometric_loss(colors, alphas, background, images, self.config.ssim_lambda)
 
     def eval_pixel_budget(self) -> int:
         """Evaluation renders above this many pixels go in strips and are scored on the host (0: never)."""

@@ -1,7 +1,9 @@
-"""Rendering helpers of the model: intrinsics without host-device round trips, and strips.
+"""Rendering helpers of the model: intrinsics without host-device round trips, strips, the composite.
 
 Entry points: :func:`render_intrinsics` (``K`` [C, 3, 3] and the render size of a camera at a
-scale), :func:`resize_images` (splatfacto's ground-truth downscale for a batch), :func:`strip_rows` (tile-aligned row ranges for renders larger than training's), and
+scale), :func:`resize_images` (splatfacto's ground-truth downscale for a batch), :func:`strip_rows`
+(tile-aligned row ranges for renders larger than training's), :func:`composite` and
+:class:`TrainingOutputs` (the training composite, made only where it is read), and
 :data:`HOST_IMAGE_SIZE` (the camera metadata key the datamanager fills so that the size is
 never read back from the device).
 """
@@ -17,6 +19,22 @@ from nerfstudio.cameras.cameras import Cameras
 HOST_IMAGE_SIZE = "host_image_size"
 """Camera metadata key: (height, width) of the training camera as host ints, so that the model
 never reads the size back from the device (``.item()`` synchronises with the GPU)."""
+
+RENDER_CACHE = "render_cache"
+"""Camera metadata key: a dict in which the model keeps what it derives from a camera that does not
+change (its view matrix, its ``K`` per scale). The datamanager gives each training camera one, on
+the Cameras it makes once per camera and hands out at every step (:func:`cached_for_camera`)."""
+
+
+def cached_for_camera(camera: Cameras, key, make):
+    """``make()``, kept in ``camera``'s :data:`RENDER_CACHE` under ``key`` when it has one: each is
+    a dozen small kernels and their host work, the same numbers at every step of that camera."""
+    cache = (camera.metadata or {}).get(RENDER_CACHE)
+    if cache is None:
+        return make()
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
 
 
 def render_intrinsics(camera: Cameras, scale: float) -> Tuple[torch.Tensor, int, int]:
@@ -35,6 +53,33 @@ def render_intrinsics(camera: Cameras, scale: float) -> Tuple[torch.Tensor, int,
     # nerfstudio's floor rounding, in its float32 arithmetic
     scaled = (torch.tensor([height, width]) * torch.tensor([scale])).to(torch.int64).tolist()
     return K, scaled[1], scaled[0]
+
+
+def composite(colors: torch.Tensor, alphas: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
+    """splatfacto's training composite: ``clamp(colors + (1 - alphas) * background, 0, 1)``.
+
+    Args:
+        colors: [..., 3]. alphas: [..., 1]. background: [3].
+    """
+    return torch.clamp(colors + (1 - alphas) * background, 0.0, 1.0)
+
+
+class TrainingOutputs(dict):
+    """``get_outputs``' dict in training, whose ``"rgb"`` (the composite; [H, W, 3] for one camera,
+    [B, H, W, 3] batched) is made on first read: the fused loss reads the render before its
+    composite (``"render_colors"`` [B, H, W, 3], ``"render_alphas"`` [B, H, W, 1]) and the
+    composite's kernels then run only on the steps that read ``"rgb"`` (logging steps' metrics)."""
+
+    def __init__(self, *, batched: bool, **outputs: torch.Tensor) -> None:
+        super().__init__(**outputs)
+        self.batched = batched
+
+    def __missing__(self, key: str) -> torch.Tensor:
+        if key != "rgb":
+            raise KeyError(key)
+        rgb = composite(self["render_colors"], self["render_alphas"], self["background"])
+        self["rgb"] = rgb if self.batched else rgb.squeeze(0)
+        return self["rgb"]
 
 
 STRIP_ALIGN = 16  # gsplat's tile size: strips on tile boundaries render exactly the same pixels

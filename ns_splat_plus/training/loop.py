@@ -123,7 +123,7 @@ def train_loop(trainer: Any) -> None:
                         writer.put_scalar(
                             name="GPU Memory (MB)", scalar=torch.cuda.max_memory_allocated(device) / (1024**2), step=step
                         )
-                if trainer.pipeline.datamanager.eval_dataset:
+                if trainer.pipeline.datamanager.eval_dataset and eval_due(trainer, step):
                     with trainer.train_lock:
                         trainer.eval_iteration(step)
                 if step_check(step, trainer.config.steps_per_save):
@@ -135,6 +135,13 @@ def train_loop(trainer: Any) -> None:
     finally:
         stop.uninstall()
     trainer._after_train()
+
+
+def eval_due(trainer: Any, step: int) -> bool:
+    """Whether nerfstudio's ``eval_iteration`` has anything to do at ``step`` (one of its three
+    intervals is due): the call, its lock and decorators are otherwise host time for nothing."""
+    c = trainer.config
+    return any(step_check(step, n) for n in (c.steps_per_eval_batch, c.steps_per_eval_image, c.steps_per_eval_all_images))
 
 
 def put_step_times(trainer: Any, step: int, duration: float, log_step: bool) -> None:

@@ -1,0 +1,189 @@
+"""splatfacto's photometric loss in the fused kernels (background composite + L1 + SSIM) against
+its PyTorch form in float64, and the model's use of it.
+
+CPU checks run the kernels in Triton's interpreter in a child process (tests/interpreted.py); the
+`gpu` test runs them compiled at training's sizes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from pytorch_msssim import SSIM
+
+from interpreted import main, run_interpreted
+from ns_splat_plus.model.photometric_loss import fused_photometric_loss
+
+# float32 sums against a float64 reference: measured ~1e-8 (value) and ~2e-7 (relative gradient norms)
+VALUE_TOLERANCE = 1e-6
+GRADIENT_TOLERANCE = 1e-5
+SSIM_LAMBDA = 0.2  # splatfacto's default
+
+
+def _render(batch, height, width, seed, gt_uint8, channels=3, device="cpu"):
+    """A render (colors premultiplied by alpha, some composites outside [0, 1] so that the clamp acts),
+    its alphas, a background and a ground truth: [B, H, W, C], [B, H, W, 1], [3], [B, H, W, 3]."""
+    generator = torch.Generator().manual_seed(seed)
+    alphas = torch.rand((batch, height, width, 1), generator=generator)
+    colors = (1.4 * torch.rand((batch, height, width, channels), generator=generator) - 0.2) * alphas
+    background = torch.rand(3, generator=generator)
+    if gt_uint8:
+        gt = torch.randint(0, 256, (batch, height, width, 3), generator=generator, dtype=torch.uint8)
+    else:
+        gt = torch.rand((batch, height, width, 3), generator=generator)
+    return colors.to(device), alphas.to(device), background.to(device), gt.to(device)
+
+
+def _reference(colors, alphas, background, gt):
+    """splatfacto's loss in float64 and its gradients for colors and alphas."""
+    colors64 = colors.detach().double().requires_grad_()
+    alphas64 = alphas.detach().double().requires_grad_()
+    target = gt.double() / 255.0 if gt.dtype == torch.uint8 else gt.double()
+    rgb = torch.clamp(colors64 + (1 - alphas64) * background.double(), 0.0, 1.0)
+    l1 = torch.abs(target - rgb).mean()
+    ssim = SSIM(data_range=1.0, size_average=True, channel=3)(target.permute(0, 3, 1, 2), rgb.permute(0, 3, 1, 2))
+    loss = (1 - SSIM_LAMBDA) * l1 + SSIM_LAMBDA * (1 - ssim)
+    loss.backward()
+    return loss.detach(), colors64.grad, alphas64.grad
+
+
+def _relative(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+def _check_against_reference(colors, alphas, background, gt, grad_scale=1.0):
+    ref_loss, ref_colors, ref_alphas = _reference(colors, alphas, background, gt)
+    colors = colors.detach().clone().requires_grad_()
+    alphas = alphas.detach().clone().requires_grad_()
+    loss = fused_photometric_loss(colors, alphas, background, gt, SSIM_LAMBDA)
+    (grad_scale * loss).backward()
+    assert loss.dtype == torch.float32 and loss.shape == ()
+    assert abs(float(loss) - float(ref_loss)) < VALUE_TOLERANCE
+    assert _relative(colors.grad, grad_scale * ref_colors) < GRADIENT_TOLERANCE
+    assert _relative(alphas.grad, grad_scale * ref_alphas) < GRADIENT_TOLERANCE
+    return colors.grad, alphas.grad
+
+
+@pytest.mark.parametrize("shape", [(1, 23, 37), (2, 15, 300)])  # odd sizes; 300 > one block of columns
+@pytest.mark.parametrize("gt_uint8", [True, False])
+def test_fused_loss_matches_splatfactos_loss(shape, gt_uint8):
+    run_interpreted(__file__, "check_matches_reference", shape, gt_uint8)
+
+
+def test_fused_loss_reads_a_strided_render_and_clamps_like_torch():
+    run_interpreted(__file__, "check_strided_render_and_clamp")
+
+
+def test_fused_loss_rejects_bad_input():
+    run_interpreted(__file__, "check_rejects_bad_input")
+
+
+def test_model_loss_takes_the_fused_path_with_splatfactos_numbers():
+    run_interpreted(__file__, "check_model_fused_path")
+
+
+def check_matches_reference(shape, gt_uint8):
+    batch, height, width = shape
+    _check_against_reference(*_render(batch, height, width, seed=height + width, gt_uint8=gt_uint8), grad_scale=2.5)
+
+
+def check_strided_render_and_clamp():
+    # depth mode: the colors are the first three of four channels, read in place
+    colors4, alphas, background, gt = _render(1, 19, 26, seed=5, gt_uint8=True, channels=4)
+    grad_colors, _ = _check_against_reference(colors4[..., :3], alphas, background, gt)
+    assert grad_colors.shape == (1, 19, 26, 3)
+    # where the composite is clamped, no gradient reaches the render (torch's clamp); elsewhere it does
+    composite = colors4[..., :3] + (1 - alphas) * background
+    clamped = (composite < 0) | (composite > 1)
+    assert clamped.any() and (~clamped).any()
+    assert torch.all(grad_colors[clamped] == 0) and torch.count_nonzero(grad_colors[~clamped]) > 0.9 * (~clamped).sum()
+
+
+def check_rejects_bad_input():
+    colors, alphas, background, gt = _render(1, 16, 16, seed=1, gt_uint8=True)
+    with pytest.raises(ValueError, match="one shape"):
+        fused_photometric_loss(colors, alphas, background, gt[:, :15], SSIM_LAMBDA)
+    with pytest.raises(ValueError, match="at least 11"):
+        fused_photometric_loss(colors[:, :10], alphas[:, :10], background, gt[:, :10], SSIM_LAMBDA)
+    with pytest.raises(ValueError, match="do not match"):
+        fused_photometric_loss(colors, alphas[..., :0], background, gt, SSIM_LAMBDA)
+    with pytest.raises(ValueError, match="ground truth takes no gradient"):
+        fused_photometric_loss(colors, alphas, background, gt.float().requires_grad_(), SSIM_LAMBDA)
+
+
+def check_model_fused_path():
+    """Off by default; with --pipeline.model.fused-loss the model's training loss goes through the fused
+    kernels and gives the PyTorch path's loss and parameter gradients: uint8 ground truth at full
+    size, float after the 2x downscale."""
+    from nerfstudio.engine.callbacks import TrainingCallbackLocation
+
+    from inprocess import build_trainer, close_writers, small_scene, trainer_config
+    from ns_splat_plus.model import model as model_module
+    from ns_splat_plus.model.render import TrainingOutputs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = trainer_config(small_scene(Path(tmp) / "scene"), Path(tmp) / "run", steps=10)
+        config.warmup_steps = 0
+        config.pipeline.model.num_downscales = 1  # step 0: half size; resolution_schedule steps on: full
+        trainer = build_trainer(config)
+        assert not config.pipeline.model.fused_loss  # off by default: the PyTorch loss, no fused call
+        model_module_calls = []
+        from ns_splat_plus.model import model as model_module
+        fused = model_module.fused_photometric_loss
+        model_module.fused_photometric_loss = lambda *a: model_module_calls.append(a) or fused(*a)
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(0, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+        camera, batch = trainer.pipeline.datamanager.next_train(0)
+        trainer.pipeline.model.get_loss_dict(trainer.pipeline.model.get_outputs(camera), batch)
+        assert model_module_calls == []
+        model_module.fused_photometric_loss = fused
+        trainer.pipeline.model.config.fused_loss = True
+        try:
+            model = trainer.pipeline.model
+            fused_calls = []
+            fused = model_module.fused_photometric_loss
+            model_module.fused_photometric_loss = lambda *a: fused_calls.append(a[3].dtype) or fused(*a)
+            for step, gt_dtype in ((0, torch.float32), (config.pipeline.model.resolution_schedule, torch.uint8)):
+                for callback in trainer.callbacks:
+                    callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+                camera, batch = trainer.pipeline.datamanager.next_train(step)
+                outputs = model.get_outputs(camera)
+                assert isinstance(outputs, TrainingOutputs) and "rgb" not in outputs  # no composite made yet
+                params = list(model.gauss_params.values())
+                fused_loss = model.get_loss_dict(outputs, batch)["main_loss"]
+                assert fused_calls[-1] == gt_dtype and "rgb" not in outputs
+                fused_grads = torch.autograd.grad(fused_loss, params, retain_graph=True)
+                model.loss_ssim.kernel = "pytorch-msssim"  # the PyTorch path, on the same render
+                try:
+                    torch_loss = model.get_loss_dict(outputs, batch)["main_loss"]
+                finally:
+                    model.loss_ssim.kernel = "auto"
+                assert len(fused_calls) == 1 + (step > 0) and "rgb" in outputs
+                torch_grads = torch.autograd.grad(torch_loss, params)
+                assert abs(float(fused_loss) - float(torch_loss)) < VALUE_TOLERANCE
+                assert _relative(torch.cat([g.reshape(-1) for g in fused_grads]),
+                                 torch.cat([g.reshape(-1) for g in torch_grads])) < GRADIENT_TOLERANCE
+                total = float(torch.cat([g.reshape(-1) for g in torch_grads]).norm())
+                for name, a, b in zip(model.gauss_params.keys(), fused_grads, torch_grads):
+                    # float32 on both sides: relative to each gradient, or to the whole where one is ~0
+                    # (features_rest at SH degree 0; quats of the isotropic initial Gaussians, 1e-8 of it)
+                    assert (a - b).norm() <= 1e-4 * max(float(b.norm()), 1e-2 * total), name
+        finally:
+            close_writers()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1, 1080, 1920), (4, 545, 963)])
+def test_fused_loss_on_cuda_matches_float64(shape):
+    """Compiled kernels at training's sizes (fox full size, a B=4 level), against float64."""
+    if not torch.cuda.is_available():
+        pytest.fail("needs CUDA")
+    batch, height, width = shape
+    _check_against_reference(*_render(batch, height, width, seed=3, gt_uint8=True, device="cuda"))
+
+
+if __name__ == "__main__":
+    main(globals())
