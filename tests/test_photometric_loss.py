@@ -129,23 +129,18 @@ def check_model_fused_path():
         config.warmup_steps = 0
         config.pipeline.model.num_downscales = 1  # step 0: half size; resolution_schedule steps on: full
         trainer = build_trainer(config)
-        assert not config.pipeline.model.fused_loss  # off by default: the PyTorch loss, no fused call
-        model_module_calls = []
-        from ns_splat_plus.model import model as model_module
+        model = trainer.pipeline.model
+        fused_calls = []  # the ground truth's dtype of each fused call
         fused = model_module.fused_photometric_loss
-        model_module.fused_photometric_loss = lambda *a: model_module_calls.append(a) or fused(*a)
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(0, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-        camera, batch = trainer.pipeline.datamanager.next_train(0)
-        trainer.pipeline.model.get_loss_dict(trainer.pipeline.model.get_outputs(camera), batch)
-        assert model_module_calls == []
-        model_module.fused_photometric_loss = fused
-        trainer.pipeline.model.config.fused_loss = True
+        model_module.fused_photometric_loss = lambda *a: fused_calls.append(a[3].dtype) or fused(*a)
         try:
-            model = trainer.pipeline.model
-            fused_calls = []
-            fused = model_module.fused_photometric_loss
-            model_module.fused_photometric_loss = lambda *a: fused_calls.append(a[3].dtype) or fused(*a)
+            assert not model.config.fused_loss  # off by default: the PyTorch loss, no fused call
+            for callback in trainer.callbacks:
+                callback.run_callback_at_location(0, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+            camera, batch = trainer.pipeline.datamanager.next_train(0)
+            model.get_loss_dict(model.get_outputs(camera), batch)
+            assert fused_calls == []
+            model.config.fused_loss = True
             for step, gt_dtype in ((0, torch.float32), (config.pipeline.model.resolution_schedule, torch.uint8)):
                 for callback in trainer.callbacks:
                     callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
@@ -172,6 +167,7 @@ def check_model_fused_path():
                     # (features_rest at SH degree 0; quats of the isotropic initial Gaussians, 1e-8 of it)
                     assert (a - b).norm() <= 1e-4 * max(float(b.norm()), 1e-2 * total), name
         finally:
+            model_module.fused_photometric_loss = fused
             close_writers()
 
 
