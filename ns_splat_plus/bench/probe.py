@@ -57,6 +57,8 @@ def probe_trainer_class(base: type) -> type:
     from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
     from nerfstudio.utils.misc import step_check
 
+    from ns_splat_plus.training.loop import eval_due
+
     def callback(where, func) -> TrainingCallback:
         return TrainingCallback([where], func)
 
@@ -131,8 +133,7 @@ def probe_trainer_class(base: type) -> type:
 
         def _bench_eval_due(self, step: int) -> bool:
             c = self.config
-            due = any(step_check(step, n) for n in (c.steps_per_eval_batch, c.steps_per_eval_image, c.steps_per_eval_all_images))
-            return due and (c.is_tensorboard_enabled() or c.is_wandb_enabled() or c.is_comet_enabled())
+            return eval_due(self, step) and (c.is_tensorboard_enabled() or c.is_wandb_enabled() or c.is_comet_enabled())
 
         def eval_iteration(self, step: int) -> None:
             recorder = getattr(self, "bench_recorder", None)
