@@ -26,6 +26,8 @@ gsplat
 ``strategy.ops._update_param_with_optimizer``, ``_multinomial_sample``   CPU MCMC
 ``DefaultStrategy._grow_gs`` / ``_prune_gs``, ``MCMCStrategy._relocate_gs`` / ``_add_new_gs``
                                         counts of a refine (:func:`grow_gs` ... :func:`add_new_gs`)
+triton (3.6 with torch 2.11, 3.9 with torch 2.15)
+``CompiledKernel[grid](*args)``          launches without ``JITFunction.run`` (:func:`launch_compiled_triton`)
 torchmetrics / torchvision / torch
 LPIPS' AlexNet download                 :func:`build_lpips` (local weights, else one short-timeout download)
 ``torch.load(weights_only=True)``       :func:`weights_only_safe` (nerfstudio #3683)
@@ -180,6 +182,24 @@ def gsplat_kernels():
     from gsplat.cuda import _wrapper
 
     return _wrapper
+
+
+def launch_compiled_triton(compiled: Any, grid: Tuple[int, ...], args: Tuple[Any, ...]) -> None:
+    """Launch a kernel that ``JITFunction.run`` returned (``triton.compiler.CompiledKernel``) on the
+    current stream: ``compiled[grid](*args)``, ``args`` being all of the JIT function's arguments in
+    its signature's order, constexprs included, as ``JITFunction.run`` passes them (Triton 3.6, 3.9).
+    No argument is bound or specialized again: :mod:`ns_splat_plus.model.kernel_launch` keys the
+    kernel by everything its specialization depends on."""
+    compiled[tuple(grid) + (1,) * (3 - len(grid))](*args)
+
+
+def is_compiled_triton_kernel(obj: Any) -> bool:
+    """Whether ``obj`` is what ``JITFunction.run`` returns after a compiled launch (not the interpreter's)."""
+    try:
+        from triton.compiler import CompiledKernel
+    except ImportError:
+        return False
+    return isinstance(obj, CompiledKernel)
 
 
 def torch_reference_ops():

@@ -93,9 +93,11 @@ def test_the_loss_takes_its_ssim_from_the_configured_training_ssim(trainer, monk
     assert calls == [((1, 3, *outputs["rgb"].shape[:2]), True)]
 
 
-def test_training_cameras_are_made_once_and_keep_their_view_matrix_and_intrinsics(trainer):
+def test_training_cameras_are_made_once_and_keep_their_view_matrix_and_intrinsics(trainer, monkeypatch):
     """A camera's [1] Cameras is sliced once and handed out at each of its steps; the model keeps its
-    view matrix and K in the camera's render cache: the same numbers as computing them each step."""
+    view matrix, its inverse (handed to the rasterizer) and K in the camera's render cache: the same
+    numbers as computing them each step."""
+    from ns_splat_plus.model import model as model_module
     from nerfstudio.models.splatfacto import get_viewmat
 
     from ns_splat_plus.model.render import RENDER_CACHE
@@ -110,11 +112,17 @@ def test_training_cameras_are_made_once_and_keep_their_view_matrix_and_intrinsic
     later = next(s for s in range(1, 4 * n) if camera_for_step(s, 0, 1, n, seed) == index)
     assert datamanager.next_train(later)[0] is camera
     camera.metadata[RENDER_CACHE].clear()  # earlier tests of this module may have rendered it
+    handed = []
+    rasterize = model_module.rasterize
+    monkeypatch.setattr(model_module, "rasterize", lambda *a, **kw: handed.append(kw["camtoworlds"]) or rasterize(*a, **kw))
+    model.get_outputs(camera)
     model.get_outputs(camera)
     scale = 1.0 / model._get_downscale_factor()
     cache = camera.metadata[RENDER_CACHE]
-    assert set(cache) == {"viewmat", ("intrinsics", scale)}
+    assert set(cache) == {"viewmat", "camtoworlds", ("intrinsics", scale)}
     assert torch.equal(cache["viewmat"], get_viewmat(camera.camera_to_worlds))
+    assert torch.equal(cache["camtoworlds"], torch.inverse(get_viewmat(camera.camera_to_worlds)))
+    assert len(handed) == 2 and handed[0] is handed[1] is cache["camtoworlds"]
     K, W, H = cache[("intrinsics", scale)]
     K_now, W_now, H_now = render_intrinsics(camera, scale)
     assert torch.equal(K, K_now) and (W, H) == (W_now, H_now)

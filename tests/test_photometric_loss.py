@@ -181,5 +181,35 @@ def test_fused_loss_on_cuda_matches_float64(shape):
     _check_against_reference(*_render(batch, height, width, seed=3, gt_uint8=True, device="cuda"))
 
 
+
+@pytest.mark.gpu
+def test_direct_kernel_launches_give_the_numbers_of_tritons_dispatch():
+    """The kernels launched without JITFunction.run (kernel_launch.KernelLauncher, from the second call
+    with the same argument signature) give bitwise the loss and gradients of the dispatched launch, for
+    uint8 and float ground truth (two signatures), and every launch after the first is direct."""
+    if not torch.cuda.is_available():
+        pytest.fail("needs CUDA")
+    from ns_splat_plus.model import ssim_kernels
+
+    launchers = ssim_kernels._launchers()
+    for launcher in launchers:
+        launcher.compiled.clear()
+    # float ground truth: a new signature for the two kernels that read it, the same for the other three
+    for gt_uint8, first_direct in ((True, 0), (False, 3)):
+        colors, alphas, background, gt = _render(2, 300, 517, seed=5, gt_uint8=gt_uint8, device="cuda")
+        results = []
+        for _ in range(3):  # dispatched, then direct twice
+            c, a = colors.clone().requires_grad_(), alphas.clone().requires_grad_()
+            before = sum(launcher.direct_launches for launcher in launchers)
+            loss = fused_photometric_loss(c, a, background, gt, SSIM_LAMBDA)
+            loss.backward()
+            results.append((loss.detach(), c.grad, a.grad, sum(x.direct_launches for x in launchers) - before))
+        assert [r[3] for r in results] == [first_direct, 5, 5]
+        for loss, grad_colors, grad_alphas, _ in results[1:]:
+            assert torch.equal(loss, results[0][0])
+            assert torch.equal(grad_colors, results[0][1]) and torch.equal(grad_alphas, results[0][2])
+    _check_against_reference(*_render(1, 64, 96, seed=6, gt_uint8=True, device="cuda"))  # a direct path, too
+
+
 if __name__ == "__main__":
     main(globals())

@@ -187,3 +187,60 @@ def test_strips_render_the_same_pixels_on_gpu(backend):
         strips, strips_alpha, _ = rasterize(**t, **args, rows=[(0, 16), (16, 32), (32, 48), (48, 56)])
     assert (whole - strips).abs().max().item() < 1e-5
     assert (whole_alpha - strips_alpha).abs().max().item() < 1e-6
+
+
+def _gsplat_upstream(t, spec, sh_degree, mode, rasterize_mode):
+    """gsplat 1.4.0's own ``rasterization``, as splatfacto calls it, with gradients."""
+    from gsplat.rendering import rasterization
+
+    leaves = {k: v.detach().clone().requires_grad_(k not in ("viewmats", "Ks")) for k, v in t.items()}
+    render, alpha, info = rasterization(
+        **leaves, width=spec.width, height=spec.height, sh_degree=sh_degree, render_mode=mode, absgrad=True,
+        rasterize_mode=rasterize_mode, packed=False, sparse_grad=False,
+    )
+    return render, alpha, info, leaves
+
+
+def _backward(render, alpha, info):
+    info["means2d"].retain_grad()
+    weights = torch.linspace(0.5, 1.5, render.numel(), device=render.device).reshape(render.shape)
+    ((render * weights).sum() + alpha.sum()).backward()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)")
+@pytest.mark.parametrize("cameras,sh_degree,mode,rasterize_mode", [
+    (1, 3, "RGB", "classic"), (2, 3, "RGB+ED", "antialiased"), (1, None, "RGB+ED", "classic"), (2, 1, "RGB", "classic"),
+])
+def test_gsplat_stages_match_gsplat_rasterization(cameras, sh_degree, mode, rasterize_mode):
+    """rasterize()'s composition of gsplat's stages (with the camera centres handed in, as the model
+    does, and without) against gsplat.rasterization: the same images, info and radii bitwise; the
+    gradients up to the order of gsplat's atomic adds."""
+    t, spec = _scene(device="cuda")
+    t["viewmats"], t["Ks"] = t["viewmats"][:cameras], t["Ks"][:cameras]
+    if sh_degree is None:
+        t["colors"] = torch.sigmoid(t["colors"][:, 0, :])  # [N, 3] colours, as splatfacto's sh_degree 0
+    upstream_run = _gsplat_upstream(t, spec, sh_degree, mode, rasterize_mode)
+    _backward(*upstream_run[:3])
+    for camtoworlds in (None, torch.inverse(t["viewmats"])):
+        leaves = {k: v.detach().clone().requires_grad_(k not in ("viewmats", "Ks")) for k, v in t.items()}
+        render, alpha, info = rasterize(
+            **leaves, width=spec.width, height=spec.height, sh_degree=sh_degree, render_mode=mode, absgrad=True,
+            rasterize_mode=rasterize_mode, backend="gsplat", camtoworlds=camtoworlds,
+        )
+        assert torch.equal(render, upstream_run[0]) and torch.equal(alpha, upstream_run[1])
+        assert set(info) == set(upstream_run[2])
+        for key in ("radii", "isect_ids", "flatten_ids", "isect_offsets"):
+            assert torch.equal(info[key], upstream_run[2][key]), key
+        visible = info["radii"] > 0  # gsplat leaves the other entries of its projection unwritten
+        for key in ("means2d", "depths", "conics"):
+            assert torch.equal(info[key][visible], upstream_run[2][key][visible]), key
+        for key in ("width", "height", "n_cameras", "tile_width", "tile_height", "tile_size"):
+            assert info[key] == upstream_run[2][key], key
+        _backward(render, alpha, info)
+        pairs = [(info["means2d"].grad, upstream_run[2]["means2d"].grad),
+                 (info["means2d"].absgrad, upstream_run[2]["means2d"].absgrad)]
+        pairs += [(leaves[k].grad, upstream_run[3][k].grad) for k in ("means", "quats", "scales", "opacities", "colors")]
+        for ours, theirs in pairs:
+            assert theirs.norm() > 0
+            assert ((ours - theirs).norm() / theirs.norm()).item() < 1e-5

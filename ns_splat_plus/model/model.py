@@ -199,8 +199,10 @@ class SplatPlusModel(SplatfactoModel):
         g = {k: (v[crop_ids] if crop_ids is not None else v) for k, v in self.gauss_params.items()}
         colors = torch.cat((g["features_dc"][:, None, :], g["features_rest"]), dim=1)
 
+        camtoworlds = None  # the inverse of viewmat that gsplat's stages need, kept with it
         if optimized_camera_to_world is camera.camera_to_worlds:  # no pose correction: the same every step
             viewmat = cached_for_camera(camera, "viewmat", lambda: get_viewmat(optimized_camera_to_world))
+            camtoworlds = cached_for_camera(camera, "camtoworlds", lambda: torch.inverse(viewmat))
         else:
             viewmat = get_viewmat(optimized_camera_to_world)
         scale = 1.0 / self._get_downscale_factor()
@@ -235,6 +237,7 @@ class SplatPlusModel(SplatfactoModel):
             backend=self.config.rasterizer,
             # evaluation / viewer renders larger than training's go in strips: same pixels, training's memory
             rows=None if self.training else strip_rows(H, W, self.eval_pixel_budget()),
+            camtoworlds=camtoworlds,
         )
         if self.training:
             self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)

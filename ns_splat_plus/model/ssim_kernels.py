@@ -3,7 +3,9 @@
 Entry points: :func:`forward` (the mean SSIM, or splatfacto's whole photometric loss, and the
 derivative maps of the backward pass) and :func:`backward` (the gradient of the render, and of the
 alpha map when the background is composited in the kernels). Callers: :mod:`.ssim` (SSIM alone)
-and :mod:`.photometric_loss` (background composite + L1 + SSIM, as splatfacto's loss).
+and :mod:`.photometric_loss` (background composite + L1 + SSIM, as splatfacto's loss). The kernels
+are launched through :class:`~ns_splat_plus.model.kernel_launch.KernelLauncher` (Triton's per-launch
+dispatch only once per argument signature).
 
 Five kernels, each memory-bound (``g`` is pytorch_msssim's 11-tap window, valid padding):
 
@@ -37,6 +39,8 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import torch
+
+from ns_splat_plus.model.kernel_launch import KernelLauncher
 
 WINDOW_SIZE = 11
 C1 = 0.01**2  # (K1 * data_range)^2 with data_range 1
@@ -289,6 +293,13 @@ def _kernels():
     return ssim_rows_forward, ssim_columns_forward, ssim_finish, ssim_rows_backward, ssim_columns_backward
 
 
+@functools.lru_cache(maxsize=1)
+def _launchers():
+    """The five kernels behind :class:`~ns_splat_plus.model.kernel_launch.KernelLauncher` (their
+    arguments positional, constexprs last, in the order of the kernels' signatures)."""
+    return tuple(KernelLauncher(kernel) for kernel in _kernels())
+
+
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -301,7 +312,7 @@ def forward(images: Images, window: torch.Tensor, weights: Weights, keep_derivat
             ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     """``weights``' combination of the mean SSIM and L1 of ``images`` ([] float32) and, when asked,
     the [3, N*C, H-10, W-10] derivative maps of the backward pass."""
-    rows_forward, columns_forward, finish, _, _ = _kernels()
+    rows_forward, columns_forward, finish, _, _ = _launchers()
     x = images.x
     N, C, H, W = x.shape
     Hv, Wv = H - WINDOW_SIZE + 1, W - WINDOW_SIZE + 1
@@ -312,22 +323,23 @@ def forward(images: Images, window: torch.Tensor, weights: Weights, keep_derivat
     l1 = torch.empty((planes * H, row_blocks_l1), device=device, dtype=torch.float32) if weights.with_l1 else maps
     alpha = images.alpha if images.composited else x
     background = images.background if images.composited else x
-    rows_forward[(planes * H, row_blocks_l1)](
+    rows_forward(
+        (planes * H, row_blocks_l1),
         x, alpha, background, images.y, window, maps, l1, C, H, W, Wv, maps[0].numel(), row_blocks_l1,
-        *images.strides(), COMPOSITE=images.composited, Y_U8=_y_is_uint8(images), WITH_L1=weights.with_l1,
-        WIN=WINDOW_SIZE, BLOCK=ROW_BLOCK)
+        *images.strides(), images.composited, _y_is_uint8(images), weights.with_l1, WINDOW_SIZE, ROW_BLOCK)
     tile_r, tile_c = COLUMN_TILE
     row_blocks, col_blocks = _cdiv(Hv, tile_r), _cdiv(Wv, tile_c)
     partial = torch.empty((planes * row_blocks, col_blocks), device=device, dtype=torch.float32)
     derivatives = torch.empty((3, planes, Hv, Wv), device=device, dtype=torch.float32) if keep_derivatives else partial
-    columns_forward[(planes * row_blocks, col_blocks)](
+    columns_forward(
+        (planes * row_blocks, col_blocks),
         maps, window, partial, derivatives, H, Hv, Wv, maps[0].numel(),
         derivatives[0].numel() if keep_derivatives else 0, row_blocks, col_blocks,
-        C1=C1, C2=C2, WIN=WINDOW_SIZE, BLOCK_R=tile_r, BLOCK_C=tile_c, STORE_DERIVATIVES=keep_derivatives)
+        C1, C2, WINDOW_SIZE, tile_r, tile_c, keep_derivatives)
     value = torch.empty((), device=device, dtype=torch.float32)
-    finish[(1,)](partial, partial.numel(), l1, l1.numel() if weights.with_l1 else 0, value,
-                 weights.ssim_weight / (planes * Hv * Wv), weights.ssim_offset, weights.l1_weight / (planes * H * W),
-                 WITH_L1=weights.with_l1, BLOCK=FINISH_BLOCK)
+    finish((1,), partial, partial.numel(), l1, l1.numel() if weights.with_l1 else 0, value,
+           weights.ssim_weight / (planes * Hv * Wv), weights.ssim_offset, weights.l1_weight / (planes * H * W),
+           weights.with_l1, FINISH_BLOCK)
     return value, (derivatives if keep_derivatives else None)
 
 
@@ -335,15 +347,14 @@ def backward(grad_out: torch.Tensor, images: Images, window: torch.Tensor, weigh
              derivatives: torch.Tensor) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     """The gradient of x (laid out like x where x is dense: a permuted render stays so) and, with a
     composite, of alpha ([N, 1, H, W], laid out like alpha), times ``grad_out``."""
-    _, _, _, rows_backward, columns_backward = _kernels()
+    _, _, _, rows_backward, columns_backward = _launchers()
     x = images.x
     N, C, H, W = x.shape
     Hv, Wv = derivatives.shape[-2:]
     planes = N * C
     rows = torch.empty((3, planes, Hv, W), device=x.device, dtype=torch.float32)
-    rows_backward[(planes * Hv, _cdiv(W, ROW_BLOCK))](
-        derivatives, window, rows, W, Wv, derivatives[0].numel(), rows[0].numel(),
-        WIN=WINDOW_SIZE, BLOCK=ROW_BLOCK)
+    rows_backward((planes * Hv, _cdiv(W, ROW_BLOCK)),
+                  derivatives, window, rows, W, Wv, derivatives[0].numel(), rows[0].numel(), WINDOW_SIZE, ROW_BLOCK)
     grad = torch.empty_like(x, memory_format=torch.preserve_format)  # x's strides where x is dense
     grad_alpha = torch.empty_like(images.alpha, memory_format=torch.preserve_format) if images.composited else None
     ga = grad_alpha if grad_alpha is not None else grad
@@ -351,10 +362,10 @@ def backward(grad_out: torch.Tensor, images: Images, window: torch.Tensor, weigh
     background = images.background if images.composited else x
     tile_r, tile_c = COLUMN_TILE
     row_blocks = _cdiv(H, tile_r)
-    columns_backward[(N * row_blocks, _cdiv(W, tile_c))](
+    columns_backward(
+        (N * row_blocks, _cdiv(W, tile_c)),
         rows, window, x, alpha, background, images.y, grad_out.detach().to(torch.float32).reshape(1), grad, ga,
         weights.ssim_weight / (planes * Hv * Wv), weights.l1_weight / (planes * H * W), H, W, Hv, rows[0].numel(),
         row_blocks, *images.strides(), *grad.stride(), ga.stride(0), ga.stride(2), ga.stride(3),
-        C=C, COMPOSITE=images.composited, Y_U8=_y_is_uint8(images), WITH_L1=weights.with_l1,
-        WIN=WINDOW_SIZE, BLOCK_R=tile_r, BLOCK_C=tile_c)
+        C, images.composited, _y_is_uint8(images), weights.with_l1, WINDOW_SIZE, tile_r, tile_c)
     return grad, grad_alpha
