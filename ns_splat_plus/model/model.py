@@ -108,7 +108,7 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     fused_loss: bool = False
     """Fold splatfacto's background composite and L1 term into the fused SSIM kernels (one loss, about twenty
     fewer elementwise kernels and launches per step; the same function to 1e-7 in float64 tests). Off by
-    default until its quality is shown over repeats: on fox, splat-plus-fast with it gave 29.45 +- 0.67 dB
+    default until its quality is shown over repeats: on fox, splat-plus-fast with it gave 29.45 +- 0.66 dB
     over 3 runs against 30.31 +- 0.12 without (README, 2026-11-24 results)."""
     eval_max_pixels: Optional[int] = None
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this

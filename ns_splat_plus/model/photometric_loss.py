@@ -10,7 +10,7 @@ reads its images, and the backward pass writes the gradients of the colors and a
 
 Entry points: :func:`fused_loss_applies` (whether a step can take this path) and
 :func:`fused_photometric_loss`. The value is splatfacto's function, not bitwise: float32 sums in
-another order (tests/test_ssim.py compares it with a float64 reference).
+another order (tests/test_photometric_loss.py compares it with a float64 reference).
 """
 
 from __future__ import annotations
