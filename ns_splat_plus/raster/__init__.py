@@ -10,7 +10,9 @@ On CUDA the stages of ``gsplat.rasterization`` (projection, spherical harmonics,
 composed here (:func:`_gsplat_render`), with the same calls in the same order, so that a caller can
 hand in what does not change between steps: gsplat's ``torch.inverse(viewmats)`` costs a cuSOLVER
 factorisation and an error check that synchronises the host with the GPU, on every step, for the
-camera centres of the spherical harmonics; ``camtoworlds`` passes them in.
+camera centres of the spherical harmonics; ``camtoworlds`` passes them in. Between projection and
+tiles, each Gaussian's square of tiles is bounded by where its opacity lets it reach alpha 1/255
+(:mod:`ns_splat_plus.raster.tile_bounds`), not by gsplat's 3 sigma: the same images, fewer tile entries.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def rasterize(
     backend: Backend = "auto",
     rows: Optional[Sequence[Tuple[int, int]]] = None,
     camtoworlds: Optional[Tensor] = None,
+    tight_tiles: bool = True,
 ) -> Tuple[Tensor, Tensor, Dict]:
     """Render Gaussians to ``C`` images; see gsplat.rasterization for the argument conventions.
 
@@ -64,6 +67,10 @@ def rasterize(
     ``camtoworlds``: [C, 4, 4] ``torch.inverse(viewmats)``, when the caller keeps it (gsplat only;
     computed here otherwise).
 
+    ``tight_tiles``: sort each Gaussian into the tiles where its opacity can reach alpha 1/255
+    (:func:`~ns_splat_plus.raster.tile_bounds.tile_radii`) instead of its whole 3-sigma square: the
+    same images, fewer tile entries; ``info["radii"]`` stays gsplat's either way.
+
     ``rows``: render the image as horizontal strips [top, bottom) (tile-aligned tops), one after the
     other, with the projection of the whole image: the same pixels with a fraction of the
     rasterizer's memory (its tile-intersection buffers grow with the pixel count). No autograd.
@@ -73,7 +80,7 @@ def rasterize(
     if backend == "gsplat":
         _require_cuda(means)
         stages = (means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree, near_plane,
-                  far_plane, render_mode, rasterize_mode, camtoworlds)
+                  far_plane, render_mode, rasterize_mode, camtoworlds, tight_tiles)
         if rows is not None:
             with torch.no_grad():
                 return _gsplat_strips(_gsplat_project(*stages), width, height, render_mode, rows)
@@ -85,6 +92,7 @@ def rasterize(
             means=means, quats=quats, scales=scales, opacities=opacities, colors=colors, viewmats=viewmats, Ks=Ks,
             width=width, height=height, sh_degree=sh_degree, near_plane=near_plane, far_plane=far_plane,
             render_mode=render_mode, absgrad=absgrad, rasterize_mode=rasterize_mode, rows=rows,
+            tight_tiles=tight_tiles,
         )
     raise ValueError(f"unknown rasterization backend {backend!r} (expected auto, gsplat or reference)")
 
@@ -103,7 +111,7 @@ TILE_SIZE = 16  # gsplat.rasterization's default
 
 
 def _gsplat_project(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree, near_plane,
-                    far_plane, render_mode, rasterize_mode, camtoworlds) -> Dict:
+                    far_plane, render_mode, rasterize_mode, camtoworlds, tight_tiles) -> Dict:
     """gsplat 1.4.0 ``rasterization``'s projection and colours (unpacked, pinhole, one rank), the same
     calls in the same order; returns its ``meta`` so far plus ``colors`` [C, N, D] for the pixels."""
     kernels = upstream.gsplat_kernels()
@@ -127,8 +135,16 @@ def _gsplat_project(means, quats, scales, opacities, colors, viewmats, Ks, width
         colors = torch.clamp_min(colors + 0.5, 0.0)
     if render_mode == "RGB+ED":
         colors = torch.cat((colors, depths[..., None]), dim=-1)
+    tile_radii = _tile_radii(radii, conics, opacities) if tight_tiles else radii
     return {"camera_ids": None, "gaussian_ids": None, "radii": radii, "means2d": means2d, "depths": depths,
-            "conics": conics, "opacities": opacities, "colors": colors, "n_cameras": C}  # fmt: skip
+            "conics": conics, "opacities": opacities, "colors": colors, "n_cameras": C,
+            "tile_radii": tile_radii}  # fmt: skip
+
+
+def _tile_radii(radii: Tensor, conics: Tensor, opacities: Tensor) -> Tensor:
+    from ns_splat_plus.raster.tile_bounds import tile_radii
+
+    return tile_radii(radii, conics.detach(), opacities.detach())
 
 
 def _expected_depth(render_colors: Tensor, render_alphas: Tensor) -> Tensor:
@@ -146,7 +162,7 @@ def _gsplat_render(projected: Dict, width: int, height: int, render_mode: str, a
     C = meta["n_cameras"]
     tile_width, tile_height = math.ceil(width / float(TILE_SIZE)), math.ceil(height / float(TILE_SIZE))
     tiles_per_gauss, isect_ids, flatten_ids = kernels.isect_tiles(
-        meta["means2d"], meta["radii"], meta["depths"], TILE_SIZE, tile_width, tile_height, packed=False, n_cameras=C,
+        meta["means2d"], meta["tile_radii"], meta["depths"], TILE_SIZE, tile_width, tile_height, packed=False, n_cameras=C,
         camera_ids=None, gaussian_ids=None,
     )  # fmt: skip
     isect_offsets = kernels.isect_offset_encode(isect_ids, C, tile_width, tile_height)
@@ -165,7 +181,7 @@ def _gsplat_render(projected: Dict, width: int, height: int, render_mode: str, a
 def _gsplat_strips(projected: Dict, width: int, height: int, render_mode: str, rows) -> Tuple[Tensor, Tensor, Dict]:
     """The tiles and pixels of ``_gsplat_render``, strip by strip (no autograd)."""
     kernels = upstream.gsplat_kernels()
-    means2d, radii, depths, C = projected["means2d"], projected["radii"], projected["depths"], projected["n_cameras"]
+    means2d, radii, depths, C = projected["means2d"], projected["tile_radii"], projected["depths"], projected["n_cameras"]
     tile_width = math.ceil(width / TILE_SIZE)
     renders: List[Tensor] = []
     alphas: List[Tensor] = []

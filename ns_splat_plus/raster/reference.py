@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from ns_splat_plus import upstream
+from ns_splat_plus.raster.tile_bounds import tile_radii_torch
 
 _torch_impl = upstream.torch_reference_ops()
 _fully_fused_projection = _torch_impl._fully_fused_projection
@@ -49,6 +50,7 @@ def reference_rasterization(
     rasterize_mode: str = "classic",
     eps2d: float = 0.3,
     rows: Optional[Sequence[Tuple[int, int]]] = None,
+    tight_tiles: bool = True,
 ) -> Tuple[Tensor, Tensor, Dict]:
     if render_mode not in ("RGB", "RGB+ED"):
         raise ValueError(f"reference rasterizer supports render_mode RGB and RGB+ED, not {render_mode}")
@@ -72,6 +74,8 @@ def reference_rasterization(
         colors_c = torch.where((radii > 0)[..., None], colors_c, torch.zeros_like(colors_c))
     if render_mode == "RGB+ED":
         colors_c = torch.cat([colors_c, depths[..., None]], dim=-1)
+    # the tiles a Gaussian is listed in, as the gsplat path finds them (raster/tile_bounds.py)
+    tile_radii = tile_radii_torch(radii, conics.detach(), opacities_c.detach()) if tight_tiles else radii
 
     absgrad_parts: List[Tensor] = []
     renders, alphas = [], []
@@ -81,7 +85,7 @@ def reference_rasterization(
             # a strip is the image with the principal point moved up by `top` rows
             offset = torch.tensor([0.0, float(top)], dtype=means2d.dtype, device=means2d.device)
             strips.append(_composite_camera(
-                means2d[c] - offset if top else means2d[c], conics[c], opacities_c[c], colors_c[c], depths[c], radii[c], width,
+                means2d[c] - offset if top else means2d[c], conics[c], opacities_c[c], colors_c[c], depths[c], tile_radii[c], width,
                 bottom - top, absgrad_sink=absgrad_parts if absgrad else None, camera_index=c,
             ))  # fmt: skip
         renders.append(torch.cat([r for r, _ in strips], dim=0))
@@ -110,6 +114,7 @@ def reference_rasterization(
         "camera_ids": None,
         "gaussian_ids": None,
         "radii": radii,
+        "tile_radii": tile_radii,
         "means2d": means2d,
         "depths": depths,
         "conics": conics,
@@ -164,7 +169,7 @@ def _composite_camera(
     opacities: Tensor,  # [N]
     colors: Tensor,  # [N, D]
     depths: Tensor,  # [N]
-    radii: Tensor,  # [N]
+    tile_radii: Tensor,  # [N]: the half-side of the square of tiles each Gaussian is listed in
     width: int,
     height: int,
     absgrad_sink: Optional[list],
@@ -172,14 +177,14 @@ def _composite_camera(
 ) -> Tuple[Tensor, Tensor]:
     D = colors.shape[-1]
     device, dtype = means2d.device, means2d.dtype
-    visible = torch.nonzero(radii > 0).squeeze(-1)
+    visible = torch.nonzero(tile_radii > 0).squeeze(-1)  # gsplat's isect_tiles skips radius 0
     order = visible[torch.argsort(depths[visible], stable=True)]
     tiles_x = (width + TILE_SIZE - 1) // TILE_SIZE
     tiles_y = (height + TILE_SIZE - 1) // TILE_SIZE
 
     # Tile ranges each Gaussian touches, as gsplat's isect_tiles computes them.
     m = means2d.detach()[order]
-    r = radii[order].to(dtype)
+    r = tile_radii[order].to(dtype)
     tmin_x = torch.clamp(torch.floor((m[:, 0] - r) / TILE_SIZE), 0, tiles_x)
     tmax_x = torch.clamp(torch.ceil((m[:, 0] + r) / TILE_SIZE), 0, tiles_x)
     tmin_y = torch.clamp(torch.floor((m[:, 1] - r) / TILE_SIZE), 0, tiles_y)
