@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from ns_splat_plus import upstream
+from ns_splat_plus.raster.tile_bounds import tile_radii as tight_tile_radii
 
 Backend = Literal["auto", "gsplat", "reference"]
 
@@ -113,7 +114,8 @@ TILE_SIZE = 16  # gsplat.rasterization's default
 def _gsplat_project(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree, near_plane,
                     far_plane, render_mode, rasterize_mode, camtoworlds, tight_tiles) -> Dict:
     """gsplat 1.4.0 ``rasterization``'s projection and colours (unpacked, pinhole, one rank), the same
-    calls in the same order; returns its ``meta`` so far plus ``colors`` [C, N, D] for the pixels."""
+    calls in the same order; returns its ``meta`` so far plus ``colors`` [C, N, D] for the pixels and
+    ``tile_radii`` [C, N] for the tiles (gsplat's ``radii`` without ``tight_tiles``)."""
     kernels = upstream.gsplat_kernels()
     C = viewmats.shape[0]
     radii, means2d, depths, conics, compensations = kernels.fully_fused_projection(
@@ -135,16 +137,11 @@ def _gsplat_project(means, quats, scales, opacities, colors, viewmats, Ks, width
         colors = torch.clamp_min(colors + 0.5, 0.0)
     if render_mode == "RGB+ED":
         colors = torch.cat((colors, depths[..., None]), dim=-1)
-    tile_radii = _tile_radii(radii, conics, opacities) if tight_tiles else radii
+    tile_radii = tight_tile_radii(radii, conics.detach(), opacities.detach()) if tight_tiles else radii
     return {"camera_ids": None, "gaussian_ids": None, "radii": radii, "means2d": means2d, "depths": depths,
             "conics": conics, "opacities": opacities, "colors": colors, "n_cameras": C,
             "tile_radii": tile_radii}  # fmt: skip
 
-
-def _tile_radii(radii: Tensor, conics: Tensor, opacities: Tensor) -> Tensor:
-    from ns_splat_plus.raster.tile_bounds import tile_radii
-
-    return tile_radii(radii, conics.detach(), opacities.detach())
 
 
 def _expected_depth(render_colors: Tensor, render_alphas: Tensor) -> Tensor:
@@ -181,7 +178,8 @@ def _gsplat_render(projected: Dict, width: int, height: int, render_mode: str, a
 def _gsplat_strips(projected: Dict, width: int, height: int, render_mode: str, rows) -> Tuple[Tensor, Tensor, Dict]:
     """The tiles and pixels of ``_gsplat_render``, strip by strip (no autograd)."""
     kernels = upstream.gsplat_kernels()
-    means2d, radii, depths, C = projected["means2d"], projected["tile_radii"], projected["depths"], projected["n_cameras"]
+    means2d, tile_radii, depths = projected["means2d"], projected["tile_radii"], projected["depths"]
+    C = projected["n_cameras"]
     tile_width = math.ceil(width / TILE_SIZE)
     renders: List[Tensor] = []
     alphas: List[Tensor] = []
@@ -190,7 +188,7 @@ def _gsplat_strips(projected: Dict, width: int, height: int, render_mode: str, r
         strip_means2d[..., 1] -= top
         tile_height = math.ceil((bottom - top) / TILE_SIZE)
         _, isect_ids, flatten_ids = kernels.isect_tiles(
-            strip_means2d, radii, depths, TILE_SIZE, tile_width, tile_height, packed=False, n_cameras=C
+            strip_means2d, tile_radii, depths, TILE_SIZE, tile_width, tile_height, packed=False, n_cameras=C
         )
         offsets = kernels.isect_offset_encode(isect_ids, C, tile_width, tile_height)
         render, alpha = kernels.rasterize_to_pixels(
