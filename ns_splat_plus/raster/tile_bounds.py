@@ -7,8 +7,8 @@ tile's list carries an entry that only costs: a sort key, a load per pixel batch
 pixel, forward and backward. A Gaussian of opacity ``o`` can reach 1/255 only where
 ``sigma = d^T Q d / 2 <= ln(255 o)`` (``Q`` its conic): inside an ellipse whose bounding box has
 half-sides ``sqrt(2 ln(255 o) (Q^-1)_xx)`` and ``sqrt(2 ln(255 o) (Q^-1)_yy)``, often far inside the
-3-sigma square (a Gaussian of opacity 0.05 reaches 2.3 sigma; one at 45 degrees and elongated fills
-half of it). Trainers built for speed (FlashGS, Speedy-Splat, FastGS) bound tiles this way.
+3-sigma square (a Gaussian of opacity 0.05 reaches 2.3 sigma; an opaque one elongated at 45 degrees
+0.78 of the square's half-side, sqrt(ln 255) / 3). Trainers built for speed (FlashGS, Speedy-Splat, FastGS) bound tiles this way.
 
 :func:`tile_radii` returns ``min(radii, ceil(that half-side))`` for isect_tiles, and leaves gsplat's
 ``radii`` for everything else (the densification statistics, the projection's backward). Every pixel
