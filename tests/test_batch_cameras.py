@@ -110,6 +110,48 @@ def test_densification_statistics_are_the_views_accumulated_one_by_one(trainer, 
     assert torch.allclose(batched["grad2d"], one_by_one["grad2d"], rtol=1e-4, atol=1e-6 * scale)
 
 
+def test_a_step_s_cameras_are_the_kept_ones_concatenated_with_their_cached_matrices(trainer, monkeypatch):
+    """The B cameras of a step are the datamanager's kept [1] cameras concatenated (no host index
+    tensor sliced into the device cameras: a synchronisation per field on CUDA), with the same
+    fields as slicing; their view matrices, inverses and K come from the members' render caches:
+    one torch.inverse per camera over two epochs, not one per step."""
+    from nerfstudio.cameras.cameras import Cameras
+    from nerfstudio.models.splatfacto import get_viewmat
+
+    from ns_splat_plus.model.render import BATCH_MEMBERS, camera_intrinsics, render_intrinsics, view_matrices
+
+    datamanager, model = trainer.pipeline.datamanager, trainer.pipeline.model
+    n = len(datamanager.train_dataset)
+    for camera in datamanager.__dict__.get("_single_cameras", {}).values():  # earlier tests may have rendered
+        camera.metadata["render_cache"].clear()
+    inverses, slices = [], []
+    inverse, getitem = torch.inverse, Cameras.__getitem__
+    monkeypatch.setattr(torch, "inverse", lambda x: inverses.append(x.shape[0]) or inverse(x))
+    monkeypatch.setattr(Cameras, "__getitem__", lambda self, i: slices.append(i) or getitem(self, i))
+    steps = range(STEP, STEP + 2 * -(-n // B))  # two epochs of B-camera steps
+    for step in steps:
+        camera, _ = datamanager.next_train(step)
+        indices = camera.metadata["cam_idx"]
+        assert camera.shape == (len(indices),) and len(indices) >= 1
+        assert [m.metadata["cam_idx"] for m in camera.metadata[BATCH_MEMBERS]] == indices
+        model.get_outputs(camera)  # training mode (the strategy retains means2d's gradient)
+        viewmat, camtoworlds = view_matrices(camera)
+        K, W, H = camera_intrinsics(camera, 1.0 / model._get_downscale_factor())
+        expected = getitem(datamanager.train_cameras, torch.tensor(indices))
+        for name in ("camera_to_worlds", "fx", "fy", "cx", "cy", "width", "height", "camera_type"):
+            assert torch.equal(getattr(camera, name), getattr(expected, name)), name
+        assert torch.equal(viewmat, get_viewmat(expected.camera_to_worlds))
+        torch.testing.assert_close(camtoworlds, inverse(viewmat), rtol=0, atol=1e-6)
+        K_sliced, W_sliced, H_sliced = render_intrinsics(expected, 1.0 / model._get_downscale_factor())
+        assert torch.equal(K, K_sliced) and (W, H) == (W_sliced, H_sliced)
+    monkeypatch.undo()
+    seen = {i for step in steps for i in parallel.cameras_for_step(step, 0, 1, n, datamanager.config.train_cameras_sampling_seed, B)}
+    assert len(seen) == n
+    assert inverses == [1] * n  # each camera's inverse once (a batch's own inverse: one call per step)
+    # only the kept cameras' first slices (by slice, never by a host index tensor), at most one per camera
+    assert all(isinstance(i, slice) for i in slices) and len(slices) <= n
+
+
 def test_cameras_for_step_shards_one_permutation():
     n, seed = 22, 7
     assert [parallel.cameras_for_step(s, 0, 1, n, seed, 1)[0] for s in range(50)] == [

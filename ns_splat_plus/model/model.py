@@ -41,11 +41,11 @@ from ns_splat_plus.model.metrics import image_metrics, psnr_on_device
 from ns_splat_plus.model.photometric_loss import fused_loss_applies, fused_photometric_loss
 from ns_splat_plus.model.render import (
     TrainingOutputs,
-    cached_for_camera,
+    camera_intrinsics,
     composite,
-    render_intrinsics,
     resize_images,
     strip_rows,
+    view_matrices,
 )
 from ns_splat_plus.model.ssim import SsimKernel, TrainingSSIM
 from ns_splat_plus.parallel import collectives
@@ -205,12 +205,11 @@ class SplatPlusModel(SplatfactoModel):
 
         camtoworlds = None  # the inverse of viewmat that gsplat's stages need, kept with it
         if optimized_camera_to_world is camera.camera_to_worlds:  # no pose correction: the same every step
-            viewmat = cached_for_camera(camera, "viewmat", lambda: get_viewmat(optimized_camera_to_world))
-            camtoworlds = cached_for_camera(camera, "camtoworlds", lambda: torch.inverse(viewmat))
+            viewmat, camtoworlds = view_matrices(camera)
         else:
             viewmat = get_viewmat(optimized_camera_to_world)
         scale = 1.0 / self._get_downscale_factor()
-        K, W, H = cached_for_camera(camera, ("intrinsics", scale), lambda: render_intrinsics(camera, scale))
+        K, W, H = camera_intrinsics(camera, scale)
         self.last_size = (H, W)
         if self.training:  # B cameras: the rasterizer held B x H x W pixels
             self.max_train_pixels = max(getattr(self, "max_train_pixels", 0), n_cameras * H * W)

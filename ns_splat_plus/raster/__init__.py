@@ -65,8 +65,8 @@ def rasterize(
         ``(render [C, H, W, D], alpha [C, H, W, 1], info)``, ``info`` as gsplat's (``means2d``
         [C, N, 2] with its gradient, ``radii`` [C, N], ``width``, ``height``, ``n_cameras`` ...).
 
-    ``camtoworlds``: [C, 4, 4] ``torch.inverse(viewmats)``, when the caller keeps it (gsplat only;
-    computed here otherwise).
+    ``camtoworlds``: [C, 4, 4] ``torch.inverse(viewmats)``, when the caller keeps it (computed here
+    otherwise): the camera centres of the spherical harmonics.
 
     ``tight_tiles``: sort each Gaussian into the tiles where its opacity can reach alpha 1/255
     (:func:`~ns_splat_plus.raster.tile_bounds.tile_radii`) instead of its whole 3-sigma square: the
@@ -93,7 +93,7 @@ def rasterize(
             means=means, quats=quats, scales=scales, opacities=opacities, colors=colors, viewmats=viewmats, Ks=Ks,
             width=width, height=height, sh_degree=sh_degree, near_plane=near_plane, far_plane=far_plane,
             render_mode=render_mode, absgrad=absgrad, rasterize_mode=rasterize_mode, rows=rows,
-            tight_tiles=tight_tiles,
+            tight_tiles=tight_tiles, camtoworlds=camtoworlds,
         )
     raise ValueError(f"unknown rasterization backend {backend!r} (expected auto, gsplat or reference)")
 

@@ -51,6 +51,7 @@ def reference_rasterization(
     eps2d: float = 0.3,
     rows: Optional[Sequence[Tuple[int, int]]] = None,
     tight_tiles: bool = True,
+    camtoworlds: Optional[Tensor] = None,  # [C, 4, 4] inverse(viewmats), when the caller keeps it
 ) -> Tuple[Tensor, Tensor, Dict]:
     if render_mode not in ("RGB", "RGB+ED"):
         raise ValueError(f"reference rasterizer supports render_mode RGB and RGB+ED, not {render_mode}")
@@ -67,7 +68,7 @@ def reference_rasterization(
     if sh_degree is None:
         colors_c = colors.unsqueeze(0).expand(C, -1, -1) if colors.dim() == 2 else colors
     else:
-        campos = torch.inverse(viewmats)[:, :3, 3]
+        campos = (torch.inverse(viewmats) if camtoworlds is None else camtoworlds)[:, :3, 3]
         dirs = means[None, :, :] - campos[:, None, :]
         shs = colors.unsqueeze(0).expand(C, -1, -1, -1) if colors.dim() == 3 else colors
         colors_c = torch.clamp_min(_spherical_harmonics(sh_degree, dirs, shs) + 0.5, 0.0)

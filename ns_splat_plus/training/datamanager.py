@@ -20,7 +20,7 @@ from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
 
 from ns_splat_plus.errors import UserInputError
-from ns_splat_plus.model.render import HOST_IMAGE_SIZE, RENDER_CACHE
+from ns_splat_plus.model.render import HOST_IMAGE_SIZE, RENDER_CACHE, concatenated_cameras
 from ns_splat_plus.parallel import camera_for_step, cameras_for_step, collectives
 
 
@@ -167,7 +167,8 @@ class SplatPlusDataManager(FullImageDatamanager):
     def next_train_batch(self, step: int) -> Tuple[Cameras, Dict]:
         """This rank's ``cameras_per_step`` (B) cameras for ``step`` (see the option's doc): Cameras of
         shape [B'] and a batch whose tensors are stacked (``image`` [B', H, W, C], uint8 when cached so);
-        B' <= B are the step's cameras of its first camera's size. ``cam_idx``: the B' dataset indices."""
+        B' <= B are the step's cameras of its first camera's size. ``cam_idx``: the B' dataset indices;
+        the Cameras is the step's kept one-camera Cameras concatenated (their render caches serve the batch)."""
         indices = cameras_for_step(
             step, collectives.get_rank(), collectives.get_world_size(), len(self.train_dataset),
             self.config.train_cameras_sampling_seed, self.config.cameras_per_step,
@@ -182,11 +183,9 @@ class SplatPlusDataManager(FullImageDatamanager):
         for key, value in datas[0].items():
             values = [d[key] for d in datas]
             batch[key] = self._stacked(key, values) if isinstance(value, torch.Tensor) else values
-        camera = self._train_camera(torch.tensor(indices))
-        if camera.metadata is None:
-            camera.metadata = {}
+        # the kept [1] cameras concatenated: slicing train_cameras with host indices synchronises per field
+        camera = concatenated_cameras([self._single_camera(i) for i in indices])
         camera.metadata["cam_idx"] = indices
-        camera.metadata[HOST_IMAGE_SIZE] = sizes[indices[0]]
         return camera, batch
 
     def _stacked(self, key: str, values: List[torch.Tensor]) -> torch.Tensor:
