@@ -55,16 +55,21 @@ def use_lpips_standin(method: str, out: Path) -> Optional[Path]:
 
 def main() -> None:
     argv = sys.argv[1:]
-    if "--" not in argv:
-        print(__doc__)
-        raise SystemExit(2)
-    split = argv.index("--")
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s --out DIR [options] -- METHOD [ns-train arguments ...]",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--skip", type=int, default=200, help="first steps left out")
     parser.add_argument("--sync", action="store_true", help="synchronise the GPU around every section")
     parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() before training (what-if)")
     parser.add_argument("--no-lpips-standin", action="store_true", help="no stand-in AlexNet weights when offline")
+    if "--" not in argv:
+        if "-h" in argv or "--help" in argv:
+            parser.print_help()
+            raise SystemExit(0)
+        parser.error("the training command is missing: end the options with -- and the ns-train arguments")
+    split = argv.index("--")
     args = parser.parse_args(argv[:split])
     train_argv = argv[split + 1 :]
     if not args.no_lpips_standin and train_argv:

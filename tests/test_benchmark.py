@@ -334,6 +334,8 @@ def test_quality_gate_cli(tmp_path):
     assert "splat-plus-2gpu" in bad.stdout and "REGRESSED" in bad.stdout
     usage = subprocess.run(script + [str(bad_path), str(tmp_path / "none.json")], capture_output=True, text=True)
     assert usage.returncode == 2
+    helped = subprocess.run(script + ["--help"], capture_output=True, text=True)  # the defaults hold "%" signs
+    assert helped.returncode == 0 and "psnr=0.5%" in helped.stdout and "%%" not in helped.stdout, helped.stderr
 
 
 # --- the real thing, on CPU ------------------------------------------------------------------------
@@ -944,3 +946,11 @@ def test_merge_keeps_only_the_methods_asked_for(tmp_path):
     assert "splat-plus-fast" in {r["method"] for r in json.loads((out / "results.json").read_text())["runs"]}
     with pytest.raises(SystemExit, match="no results file runs splat-plus-mcmc"):
         cli.main(argv + ["--methods", "splat-plus", "splat-plus-mcmc"])
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "scripts").glob("*.py")))
+def test_every_script_answers_help(script):
+    """``--help`` prints the usage and exits 0 (a % in a help string, or a script that insists on its own
+    argument layout first, turns it into a traceback or an error)."""
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stdout[-500:] + done.stderr[-2000:]

@@ -185,9 +185,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("baseline", type=Path, help="stored baseline results.json")
     parser.add_argument(
         "--tolerance", "-t", action="append", default=[], metavar="METRIC=VALUE",
-        help="per-metric tolerance, relative ('0.5%%') or absolute ('0.002'); 'off' disables one. "
-        f"Defaults: {', '.join(f'{k}={v}' for k, v in DEFAULT_TOLERANCES.items())}. "
-        f"Metrics: {', '.join(METRIC_DIRECTIONS)}.",
+        # argparse formats help strings with %: every percent sign doubled
+        help=(
+            "per-metric tolerance, relative ('0.5%') or absolute ('0.002'); 'off' disables one. "
+            f"Defaults: {', '.join(f'{k}={v}' for k, v in DEFAULT_TOLERANCES.items())}. "
+            f"Metrics: {', '.join(METRIC_DIRECTIONS)}."
+        ).replace("%", "%%"),
     )  # fmt: skip
     parser.add_argument("--two-sided", action="store_true", help="also fail on improvements beyond the tolerance")
     args = parser.parse_args(argv)
