@@ -118,12 +118,12 @@ def test_a_step_s_cameras_are_the_kept_ones_concatenated_with_their_cached_matri
     from nerfstudio.cameras.cameras import Cameras
     from nerfstudio.models.splatfacto import get_viewmat
 
-    from ns_splat_plus.model.render import BATCH_MEMBERS, camera_intrinsics, render_intrinsics, view_matrices
+    from ns_splat_plus.model.render import BATCH_MEMBERS, RENDER_CACHE, camera_intrinsics, render_intrinsics, view_matrices
 
     datamanager, model = trainer.pipeline.datamanager, trainer.pipeline.model
     n = len(datamanager.train_dataset)
     for camera in datamanager.__dict__.get("_single_cameras", {}).values():  # earlier tests may have rendered
-        camera.metadata["render_cache"].clear()
+        camera.metadata[RENDER_CACHE].clear()
     inverses, slices = [], []
     inverse, getitem = torch.inverse, Cameras.__getitem__
     monkeypatch.setattr(torch, "inverse", lambda x: inverses.append(x.shape[0]) or inverse(x))

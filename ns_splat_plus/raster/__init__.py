@@ -143,7 +143,6 @@ def _gsplat_project(means, quats, scales, opacities, colors, viewmats, Ks, width
             "tile_radii": tile_radii}  # fmt: skip
 
 
-
 def _expected_depth(render_colors: Tensor, render_alphas: Tensor) -> Tensor:
     """gsplat's "RGB+ED": the accumulated depth divided by the accumulated opacity."""
     return torch.cat([render_colors[..., :-1], render_colors[..., -1:] / render_alphas.clamp(min=1e-10)], dim=-1)

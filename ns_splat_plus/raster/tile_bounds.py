@@ -38,9 +38,11 @@ ROUNDING = 1e-6
 LEVEL_SLACK = 1e-4
 """Added to ``ln(255 o)``: ``__expf`` and the opacity product off by up to 1e-4 relative."""
 PIXEL_SLACK = 0.01
-"""Added to the half-side in pixels, plus 1e-6 of gsplat's radius: the rasterizer's float32 pixel offsets
-and isect_tiles' float32 tile ranges are off by up to 6e-8 of the centre's coordinate, and a centre that
-reaches the image lies within gsplat's radius of it (5e-4 px at 8,192 px)."""
+"""Added to the half-side in pixels, plus ``RADIUS_SLACK`` of gsplat's radius: the rasterizer's float32 pixel
+offsets and isect_tiles' float32 tile ranges are off by up to 6e-8 of the centre's coordinate, and a centre
+that reaches the image lies within gsplat's radius of it (5e-4 px at 8,192 px)."""
+RADIUS_SLACK = 1e-6
+"""Added to the half-side per pixel of gsplat's radius (see ``PIXEL_SLACK``)."""
 BLOCK = 1024
 
 
@@ -70,7 +72,7 @@ def tile_radii_torch(radii: Tensor, conics: Tensor, opacities: Tensor) -> Tensor
     a, c = a - margin, c - margin
     det = a * c - b * b
     bounded = (a > 0) & (det > 0) & torch.isfinite(level) | (level == float("-inf"))
-    slack = PIXEL_SLACK + 1e-6 * radii.double()
+    slack = PIXEL_SLACK + RADIUS_SLACK * radii.double()
     half_side = torch.sqrt((2.0 * level * torch.maximum(a, c) / det).clamp_min(0.0)) + slack
     tight = torch.where(level > 0, torch.ceil(half_side), torch.zeros_like(half_side))
     tight = torch.minimum(torch.nan_to_num(tight, nan=0.0), radii.double())
@@ -87,7 +89,8 @@ def _launcher():
 
     @triton.jit
     def opacity_tile_radii(radii_ptr, conics_ptr, opacities_ptr, out_ptr, n, ROUNDING: tl.constexpr,
-                           LEVEL_SLACK: tl.constexpr, PIXEL_SLACK: tl.constexpr, BLOCK: tl.constexpr):
+                           LEVEL_SLACK: tl.constexpr, PIXEL_SLACK: tl.constexpr, RADIUS_SLACK: tl.constexpr,
+                           BLOCK: tl.constexpr):
         offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         inside = offsets < n
         radii = tl.load(radii_ptr + offsets, mask=inside, other=0)
@@ -103,7 +106,7 @@ def _launcher():
         never = opacity == 0.0  # log(0): reaches 1/255 nowhere
         finite = (level == level) & (level < 1e300) & (level > -1e300)
         bounded = ((a > 0) & (det > 0) & finite) | never
-        slack = PIXEL_SLACK + 1e-6 * radii.to(tl.float64)
+        slack = PIXEL_SLACK + RADIUS_SLACK * radii.to(tl.float64)
         half_side = tl.sqrt(tl.maximum(2.0 * level * tl.maximum(a, c) / det, 0.0)) + slack
         tight = tl.where(level > 0, tl.ceil(half_side), 0.0)
         tight = tl.where(tight == tight, tight, 0.0)
@@ -120,7 +123,7 @@ def _tile_radii_triton(radii: Tensor, conics: Tensor, opacities: Tensor) -> Tens
     n = radii.numel()
     if n:
         _launcher()(((n + BLOCK - 1) // BLOCK,), radii, conics, opacities, out, n, ROUNDING, LEVEL_SLACK,
-                    PIXEL_SLACK, BLOCK)
+                    PIXEL_SLACK, RADIUS_SLACK, BLOCK)
     return out
 
 
