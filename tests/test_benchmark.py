@@ -948,6 +948,44 @@ def test_merge_keeps_only_the_methods_asked_for(tmp_path):
         cli.main(argv + ["--methods", "splat-plus", "splat-plus-mcmc"])
 
 
+def test_a_merged_report_names_its_merge_command_its_files_and_each_method_s_run_count(tmp_path):
+    """A merge's report says how to regenerate it (the --from-json command, not the parts' commands
+    strung together, which named runs a --methods selection had dropped) and where each file came from;
+    methods with different numbers of runs are counted each."""
+    timed = {**fake_results(), "command": "timed command", "runs": [
+        _run("splat-plus", 1, repeat=1, psnr=27.0, train_wall_s=30.0), _run("splatfacto", 1, repeat=1, psnr=26.8, train_wall_s=33.0)]}  # fmt: skip
+    quality = {**fake_results(), "command": "quality command", "runs": [
+        _run("splat-plus", 1, repeat=k, psnr=27.0 + k / 10, train_wall_s=None, timing_valid=False) for k in (2, 3, 4)
+    ] + [_run("splatfacto", 1, repeat=k, psnr=26.9, train_wall_s=None, timing_valid=False) for k in (2, 3)]}  # fmt: skip
+    a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "merged"
+    a.write_text(json.dumps(timed))
+    b.write_text(json.dumps(quality))
+    argv = ["--from-json", str(a), str(b), "--out", str(out)]
+    assert cli.main(argv) == 0
+    merged = json.loads((out / "results.json").read_text())
+    assert merged["command"] == "python scripts/benchmark.py " + " ".join(argv)
+    assert [m["command"] for m in merged["merged_from"]] == ["timed command", "quality command"]
+    md = (out / "results.md").read_text()
+    assert f"- merged by: `{merged['command']}`" in md
+    assert f"`{a}`: `timed command`" in md and f"`{b}`: `quality command`" in md
+    assert "repeats per method: splat-plus 4, splatfacto 3" in md
+    section = (out / "readme_section.md").read_text()
+    assert "Regenerate (merges 2 results files" in section and merged["command"] in section
+    assert "quality command" not in section  # the parts' commands do not regenerate the merge
+    # a merge of that merge: its own command, the first merge's command in its merged_from
+    c, out2 = tmp_path / "c.json", tmp_path / "merged2"
+    c.write_text(json.dumps({**quality, "command": "later", "runs": [
+        _run("splatfacto", 1, repeat=4, psnr=27.1, train_wall_s=None, timing_valid=False)]}))  # fmt: skip
+    assert cli.main(["--from-json", str(out / "results.json"), str(c), "--out", str(out2)]) == 0
+    twice = json.loads((out2 / "results.json").read_text())
+    assert [m["command"] for m in twice["merged_from"]] == [merged["command"], "later"]
+    assert "4 repeats per method" in (out2 / "results.md").read_text()
+    # one command's own report keeps its command
+    single = tmp_path / "single"
+    assert cli.main(["--from-json", str(a), "--out", str(single)]) == 0
+    assert "- command: `timed command`" in (single / "results.md").read_text()
+
+
 @pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "scripts").glob("*.py")))
 def test_every_script_answers_help(script):
     """``--help`` prints the usage and exits 0 (a % in a help string, or a script that insists on its own

@@ -182,6 +182,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    command = "python scripts/benchmark.py " + shlex.join(argv)  # a merge's too: it regenerates the report
     if args.from_json is not None:
         sources = [str(path) for path in args.from_json]
         parts = [json.loads(path.read_text(encoding="utf8")) for path in args.from_json]
@@ -192,13 +193,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             kept = [(source, only_methods(part, args.methods)) for source, part in zip(sources, parts)]
             sources, parts = [s for s, p in kept if p["runs"]], [p for _, p in kept if p["runs"]]  # a file left empty is dropped
         try:
-            results = parts[0] if len(parts) == 1 else merge_results(parts, sources)
+            results = parts[0] if len(parts) == 1 else merge_results(parts, sources, command)
         except ValueError as error:
             raise SystemExit(f"--from-json: {error}") from None
         write_outputs(results, args.out, readme_plot_base=args.readme_relative_to)
         return 0
     settings = settings_from_args(args)
-    command = "python scripts/benchmark.py " + shlex.join(argv)
     results = run_benchmark(settings, args.out, command=command, readme_plot_base=args.readme_relative_to)
     ok = [r for r in results["runs"] if r["status"] == "ok"]
     log(f"done: {len(ok)} of {len(results['runs'])} runs ok")

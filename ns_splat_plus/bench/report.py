@@ -263,12 +263,32 @@ def measurement_notes(results: Dict[str, Any]) -> str:
         )
     if has_repeats(results):
         text += (
-            f" {settings.get('repeats')} repeats per method, interleaved; mean ± sample sd, differences of means "
+            f" {_runs_per_method(results)}, interleaved; mean ± sample sd, differences of means "
             "± their standard error."
         )
         if settings.get("concurrent_quality"):
             text += " Repeats after the first trained at the same time on one GPU: their timing is discarded."
     return text
+
+
+def _runs_per_method(results: Dict[str, Any]) -> str:
+    """"3 repeats per method", or each method's count where they differ (a merge may pool 8 and 7)."""
+    counts = {(s["method"], s["num_gpus"]): s["runs"] for s in results.get("summary") or []}
+    if len(set(counts.values())) <= 1:
+        return f"{next(iter(counts.values()), 0)} repeats per method"
+    named = ", ".join(f"{method}{'' if gpus == 1 else f' ×{gpus}'} {n}" for (method, gpus), n in counts.items())
+    return f"repeats per method: {named}"
+
+
+def _provenance_lines(results: Dict[str, Any]) -> List[str]:
+    """The command; for a merge, the merge command and each merged file's own command."""
+    merged = results.get("merged_from") or []
+    if not merged:
+        return [f"- command: `{results['command']}`"] if results.get("command") else []
+    lines = [f"- merged by: `{results['command']}`"] if results.get("command") else []
+    lines.append(f"- merged from {len(merged)} results files:")
+    lines += [f"  - `{part.get('source')}`: `{part.get('command')}`" for part in merged]
+    return lines
 
 
 def markdown_report(results: Dict[str, Any]) -> str:
@@ -282,8 +302,7 @@ def markdown_report(results: Dict[str, Any]) -> str:
         f"- versions: {versions_line(env)}",
         f"- scene arguments: `{settings.get('scene_args')}`",
     ]
-    if results.get("command"):
-        out.append(f"- command: `{results['command']}`")
+    out += _provenance_lines(results)
     if has_repeats(results):
         out += ["", summary_table(results)]
     out += ["", markdown_table(results)]
@@ -324,7 +343,10 @@ def readme_section(results: Dict[str, Any], plot_ref: Optional[str]) -> str:
         out += comparisons + [""]
     if plot_ref:
         out += [f"![benchmark plots]({plot_ref})", ""]
-    out += [measurement_notes(results), "", "Regenerate (results, plots and this section):", "", "```bash"]
+    merged = results.get("merged_from") or []
+    how = (f"merges {len(merged)} results files; each file's own command is in results.json, `merged_from`"
+           if merged else "results, plots and this section")
+    out += [measurement_notes(results), "", f"Regenerate ({how}):", "", "```bash"]
     out.append(results.get("command") or "python scripts/benchmark.py")
     out += ["```", ""]
     return "\n".join(out)

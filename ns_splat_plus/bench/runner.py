@@ -326,8 +326,13 @@ def only_methods(results: Dict[str, Any], methods: List[str]) -> Dict[str, Any]:
     )  # fmt: skip
 
 
-def merge_results(parts: List[Dict[str, Any]], sources: Optional[List[str]] = None) -> Dict[str, Any]:
+def merge_results(
+    parts: List[Dict[str, Any]], sources: Optional[List[str]] = None, command: Optional[str] = None
+) -> Dict[str, Any]:
     """One results dict from several benchmark commands' ``results.json`` of the same comparison.
+
+    ``command``: the merge's own command line (``--from-json ...``), which regenerates the report from
+    the stored files; each part's command (a part may itself be a merge) stays in ``merged_from``.
 
     They must agree on what was run (scene, steps, train and method arguments, dataparser): a merge
     of different experiments would pool unlike runs. A (method, GPU count, repeat) may appear only
@@ -371,7 +376,7 @@ def merge_results(parts: List[Dict[str, Any]], sources: Optional[List[str]] = No
         settings, runs, parts[0].get("reference_method"), parts[0].get("environment"),
         created=min(p.get("created") or "" for p in parts) or None,
         finished=max(p.get("finished") or "" for p in parts) or None,
-        command=" ; ".join(str(p.get("command")) for p in parts), scene=parts[0].get("scene"),
+        command=command, scene=parts[0].get("scene"),
     )  # fmt: skip
     results["merged_from"] = [
         {"source": (sources or [None] * len(parts))[i], "command": p.get("command"), "created": p.get("created"),
