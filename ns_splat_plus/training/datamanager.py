@@ -110,20 +110,13 @@ class SplatPlusDataManager(FullImageDatamanager):
         cameras = self.__dict__.setdefault("_single_cameras", {})
         camera = cameras.get(image_idx)
         if camera is None:
-            camera = self._train_camera(slice(image_idx, image_idx + 1))
+            camera = self.train_cameras[image_idx : image_idx + 1]
+            if camera.camera_to_worlds.device != torch.device(self.device):  # on the device already: no copy
+                camera = camera.to(self.device)
             camera.metadata = dict(camera.metadata or {})
             camera.metadata.update({"cam_idx": image_idx, HOST_IMAGE_SIZE: self._train_image_sizes[image_idx],
                                     RENDER_CACHE: {}})
             cameras[image_idx] = camera
-        return camera
-
-    def _train_camera(self, index) -> Cameras:
-        """``train_cameras[index]`` (a new Cameras with its own metadata dict). They are on the device
-        already, so upstream's ``.to(device)`` after the slice only copies the dataclass again: about
-        90 us of host time per step, for nothing."""
-        camera = self.train_cameras[index]
-        if camera.camera_to_worlds.device != torch.device(self.device):
-            camera = camera.to(self.device)
         return camera
 
     # --- where train images live (image_memory.py / image_store.py) --------------------------------
