@@ -986,6 +986,48 @@ def test_a_merged_report_names_its_merge_command_its_files_and_each_method_s_run
     assert "- command: `timed command`" in (single / "results.md").read_text()
 
 
+def test_renumber_repeats_pools_several_timed_commands_for_quality_keeping_one_command_s_timing(tmp_path):
+    """Two timed commands each hold repeat 1 of every method: --renumber-repeats pools the later one's
+    runs under the next free numbers (above any number in either file), discards their timing so that
+    the timing rows stay one command's, and says which runs it renumbered; without it the merge stops."""
+    first = {**fake_results(), "command": "first timed", "runs": [
+        _run("splat-plus", 1, repeat=1, psnr=27.0, train_wall_s=30.0, step_time_ms_median=6.0),
+        _run("splatfacto", 1, repeat=1, psnr=26.8, train_wall_s=33.0, step_time_ms_median=7.0),
+        _run("splatfacto", 1, repeat=2, psnr=26.6, train_wall_s=None, timing_valid=False)]}  # fmt: skip
+    second = {**fake_results(), "command": "second timed", "runs": [
+        _run("splat-plus", 1, repeat=1, psnr=27.6, train_wall_s=60.0, step_time_ms_median=12.0),
+        _run("splatfacto", 1, repeat=1, psnr=27.0, train_wall_s=90.0, step_time_ms_median=14.0),
+        _run("splatfacto", 1, repeat=3, psnr=27.2, train_wall_s=None, timing_valid=False)]}  # fmt: skip
+    a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "pooled"
+    a.write_text(json.dumps(first))
+    b.write_text(json.dumps(second))
+    argv = ["--from-json", str(a), str(b), "--out", str(out)]
+    with pytest.raises(SystemExit, match="--renumber-repeats"):
+        cli.main(argv)
+    assert cli.main(argv + ["--renumber-repeats"]) == 0
+    merged = json.loads((out / "results.json").read_text())
+    runs = {(r["method"], r["repeat"]): r for r in merged["runs"]}
+    # splatfacto's numbers 1-3 are taken across the files, so the second file's repeat 1 becomes 4
+    assert sorted(runs) == [("splat-plus", 1), ("splat-plus", 2), ("splatfacto", 1), ("splatfacto", 2),
+                            ("splatfacto", 3), ("splatfacto", 4)]  # fmt: skip
+    assert runs[("splatfacto", 4)]["psnr"] == 27.0 and runs[("splat-plus", 2)]["psnr"] == 27.6
+    assert runs[("splatfacto", 4)]["renumbered_from"] == {"source": str(b), "repeat": 1}
+    assert runs[("splatfacto", 4)]["timing_valid"] is False and runs[("splatfacto", 4)]["train_wall_s"] is None
+    assert runs[("splatfacto", 3)].get("renumbered_from") is None  # its number was free: kept
+    assert runs[("splatfacto", 1)]["train_wall_s"] == 33.0  # the first file keeps its numbers and timing
+    summary = {s["method"]: s for s in merged["summary"]}
+    assert summary["splatfacto"]["metrics"]["psnr"]["n"] == 4
+    assert summary["splatfacto"]["metrics"]["psnr"]["mean"] == pytest.approx((26.8 + 26.6 + 27.0 + 27.2) / 4)
+    assert summary["splatfacto"]["metrics"]["train_wall_s"]["n"] == 1  # the other command's 90 s left out
+    assert summary["splatfacto"]["metrics"]["train_wall_s"]["mean"] == 33.0
+    assert merged["merged_from"][1]["renumbered"] == ["splat-plus-1gpu-r1 -> r2", "splatfacto-1gpu-r1 -> r4"]
+    assert "renumbered" not in merged["merged_from"][0]
+    assert "(renumbered, timing discarded: splat-plus-1gpu-r1 -> r2, splatfacto-1gpu-r1 -> r4)" in (out / "results.md").read_text()
+    assert "--renumber-repeats" in merged["command"]  # the regenerate line repeats it
+    with pytest.raises(SystemExit, match="several results files"):
+        cli.main(["--from-json", str(a), "--out", str(tmp_path / "one"), "--renumber-repeats"])
+
+
 @pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "scripts").glob("*.py")))
 def test_every_script_answers_help(script):
     """``--help`` prints the usage and exits 0 (a % in a help string, or a script that insists on its own

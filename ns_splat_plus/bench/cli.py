@@ -34,7 +34,9 @@ How things are measured (identically for every method):
   1-GPU runs train at the same time on one GPU (their timing is discarded). ``--first-repeat K`` numbers
   a command's repeats from K; ``--from-json A/results.json B/results.json --out C`` merges the commands'
   runs of one experiment into one report (e.g. the timing runs from one machine, quality repeats from another);
-  with ``--methods``, only those methods' runs are kept.
+  with ``--methods``, only those methods' runs are kept; with ``--renumber-repeats``, runs of several
+  timed commands (each its own repeat 1) pool for quality: a later file's taken repeat is renumbered
+  and its timing discarded, so that the report's timing stays side by side from one command.
 """
 
 from __future__ import annotations
@@ -133,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--from-json", type=Path, nargs="+", default=None,
                         help="only re-render Markdown, plots and the README section from this results.json; "
                         "several: merge them first (runs of one experiment made by separate commands)")  # fmt: skip
+    parser.add_argument("--renumber-repeats", action="store_true",
+                        help="with several --from-json files: a later file's run whose method and repeat number are "
+                        "taken gets the next free number and loses its timing (pooled for quality) instead of "
+                        "stopping the merge")  # fmt: skip
     parser.add_argument("--readme-relative-to", type=Path, default=Path("."),
                         help="folder the README section's plot link is relative to (the README's)")  # fmt: skip
     return parser
@@ -183,6 +189,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     command = "python scripts/benchmark.py " + shlex.join(argv)  # a merge's too: it regenerates the report
+    if args.renumber_repeats and (args.from_json is None or len(args.from_json) < 2):
+        raise SystemExit("--renumber-repeats applies to a merge: give several results files with --from-json")
     if args.from_json is not None:
         sources = [str(path) for path in args.from_json]
         parts = [json.loads(path.read_text(encoding="utf8")) for path in args.from_json]
@@ -193,7 +201,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             kept = [(source, only_methods(part, args.methods)) for source, part in zip(sources, parts)]
             sources, parts = [s for s, p in kept if p["runs"]], [p for _, p in kept if p["runs"]]  # a file left empty is dropped
         try:
-            results = parts[0] if len(parts) == 1 else merge_results(parts, sources, command)
+            results = parts[0] if len(parts) == 1 else merge_results(parts, sources, command, args.renumber_repeats)
         except ValueError as error:
             raise SystemExit(f"--from-json: {error}") from None
         write_outputs(results, args.out, readme_plot_base=args.readme_relative_to)

@@ -287,7 +287,10 @@ def _provenance_lines(results: Dict[str, Any]) -> List[str]:
         return [f"- command: `{results['command']}`"] if results.get("command") else []
     lines = [f"- merged by: `{results['command']}`"] if results.get("command") else []
     lines.append(f"- merged from {len(merged)} results files:")
-    lines += [f"  - `{part.get('source')}`: `{part.get('command')}`" for part in merged]
+    for part in merged:
+        renumbered = part.get("renumbered")
+        note = f" (renumbered, timing discarded: {', '.join(renumbered)})" if renumbered else ""
+        lines.append(f"  - `{part.get('source')}`: `{part.get('command')}`{note}")
     return lines
 
 

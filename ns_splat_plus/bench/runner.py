@@ -327,7 +327,8 @@ def only_methods(results: Dict[str, Any], methods: List[str]) -> Dict[str, Any]:
 
 
 def merge_results(
-    parts: List[Dict[str, Any]], sources: Optional[List[str]] = None, command: Optional[str] = None
+    parts: List[Dict[str, Any]], sources: Optional[List[str]] = None, command: Optional[str] = None,
+    renumber: bool = False,
 ) -> Dict[str, Any]:
     """One results dict from several benchmark commands' ``results.json`` of the same comparison.
 
@@ -336,11 +337,16 @@ def merge_results(
 
     They must agree on what was run (scene, steps, train and method arguments, dataparser): a merge
     of different experiments would pool unlike runs. A (method, GPU count, repeat) may appear only
-    once. Speedups and the per-method summary are recomputed over all runs; timing figures keep their
+    once; with ``renumber`` a later file's run whose repeat is taken gets the method's next free
+    number instead (above every number in any file) and its timing is discarded: pooled for quality,
+    while the report's timing stays that of the file the number belonged to. Each renumbered run
+    keeps ``renumbered_from`` (file, repeat), and its file's ``merged_from`` entry lists the changes.
+    Speedups and the per-method summary are recomputed over all runs; timing figures keep their
     validity flags (a concurrent quality run stays discarded).
 
     Raises:
-        ValueError: on fewer than two parts, different experiments, or a repeat present twice.
+        ValueError: on fewer than two parts, different experiments, or a repeat present twice
+        (without ``renumber``).
     """
     if len(parts) < 2:
         raise ValueError("merging needs at least two results files")
@@ -352,16 +358,33 @@ def merge_results(
         if differ:
             raise ValueError(f"results {index} differs from results 1 in " + ", ".join(differ) + ": not one experiment")
     variants = _merged_variants(parts)
+    names = sources or [f"results {index}" for index in range(1, len(parts) + 1)]  # for the notes
     runs: List[Dict[str, Any]] = []
     seen: Dict[tuple, int] = {}
+    last_repeat: Dict[tuple, int] = {}  # (method, GPUs) -> the highest repeat number in any file, then given
+    for part in parts:
+        for r in part["runs"]:
+            group = (r["method"], r["num_gpus"])
+            last_repeat[group] = max(last_repeat.get(group, 0), r.get("repeat") or 1)
+    renumbered: Dict[int, List[str]] = {}
     for index, part in enumerate(parts, 1):
         for r in part["runs"]:
+            run = dict(r)
             key = (r["method"], r["num_gpus"], r.get("repeat") or 1)
             if key in seen:
-                raise ValueError(f"{run_tag(*key)} is in results {seen[key]} and in results {index}: number the "
-                                 "repeats of a later command with --first-repeat")  # fmt: skip
+                if not renumber:
+                    raise ValueError(f"{run_tag(*key)} is in results {seen[key]} and in results {index}: number the "
+                                     "repeats of a later command with --first-repeat, or pool them with "
+                                     "--renumber-repeats")  # fmt: skip
+                last_repeat[key[:2]] += 1
+                run["repeat"] = last_repeat[key[:2]]
+                discard_timing(run, f"repeat {key[2]} of {names[index - 1]}, renumbered {run['repeat']} to pool "
+                                    "its quality; its timing is in that file's own report")  # fmt: skip
+                run["renumbered_from"] = {"source": names[index - 1], "repeat": key[2]}
+                renumbered.setdefault(index, []).append(f"{run_tag(*key)} -> r{run['repeat']}")
+                key = key[:2] + (run["repeat"],)
             seen[key] = index
-            runs.append(dict(r))
+            runs.append(run)
     runs.sort(key=lambda r: (r["num_gpus"], r.get("repeat") or 1))  # stable: method order within a repeat kept
     methods = list(dict.fromkeys(m for part in parts for m in part.get("settings", {}).get("methods", [])))
     settings = dict(first) | {
@@ -381,6 +404,7 @@ def merge_results(
     results["merged_from"] = [
         {"source": (sources or [None] * len(parts))[i], "command": p.get("command"), "created": p.get("created"),
          "device": (p.get("environment") or {}).get("device_name"), "hostname": (p.get("environment") or {}).get("hostname")}
+        | ({"renumbered": renumbered[i + 1]} if i + 1 in renumbered else {})
         for i, p in enumerate(parts)
     ]  # fmt: skip
     return results
