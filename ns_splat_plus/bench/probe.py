@@ -162,9 +162,9 @@ def probe_trainer_class(base: type) -> type:
                 error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:
-                self._bench_write(time.perf_counter() - start, error)
+                self._bench_write(time.perf_counter() - start, error, start)
 
-        def _bench_write(self, train_s: float, error: Optional[str]) -> None:
+        def _bench_write(self, train_s: float, error: Optional[str], train_start_s: Optional[float] = None) -> None:
             recorder = getattr(self, "bench_recorder", None)
             rank = global_rank()
             payload: Dict[str, Any] = {
@@ -174,6 +174,8 @@ def probe_trainer_class(base: type) -> type:
                 "world_size": world_size(),
                 "max_num_iterations": self.config.max_num_iterations,
                 "train_s": train_s,
+                "train_start_s": train_start_s,  # perf_counter, the clock of the recorder's step times
+                "warmup_s": getattr(getattr(self, "warmup_result", None), "seconds", None),  # splat-plus's, inside train()
                 "error": error,
                 "base_dir": str(self.base_dir),
                 "host_peak_rss_bytes": host_peak_rss_bytes(),

@@ -137,6 +137,25 @@ def phase_table(results: Dict[str, Any]) -> Optional[str]:
     return "\n".join(lines) + "\n"
 
 
+def train_wall_table(results: Dict[str, Any]) -> Optional[str]:
+    """Every timed run's training wall time by part (``train_wall_parts``, seconds): the start-up before
+    the first step (the warmup among it), the steps (the profiled window among them) and the end.
+    None when no run has the parts."""
+    repeats = has_repeats(results)
+    rows = [r for r in results["runs"] if r.get("timing_valid") is not False and r.get("train_wall_parts")]
+    if not rows:
+        return None
+    lines = ["| method | train wall | before the first step | of it warmup | steps | of them the profiled window "
+             "| after the last step |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        parts = r["train_wall_parts"]
+        cells = [f"`{_tag(r, repeats)}`", fmt(r.get("train_wall_s"), ".1f")]
+        cells += [fmt(parts.get(key), ".1f") for key in ("before_first_step_s", "warmup_s", "steps_s",
+                                                          "profiled_window_s", "after_last_step_s")]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _fmt_gib(value: Any) -> str:
     return fmt(value, ".2f")
 
@@ -324,6 +343,10 @@ def markdown_report(results: Dict[str, Any]) -> str:
     phases = phase_table(results)
     if phases:
         out += ["Median step (ms) in each tenth of the timed steps (from: its first step):", "", phases]
+    parts = train_wall_table(results)
+    if parts:
+        out += ["Training wall time by part (s, host clock; the start-up and the end do not divide by GPUs or "
+                "cameras per step):", "", parts]  # fmt: skip
     out += [measurement_notes(results), ""]
     return "\n".join(out)
 

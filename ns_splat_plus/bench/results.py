@@ -18,7 +18,7 @@ from ns_splat_plus.bench.settings import GIB, REFINE_COUNT_KEYS
 # the run-record fields a run that shared its GPU with others cannot measure (timing_valid False)
 TIMING_FIELDS = (
     "step_time_ms_median", "step_time_ms_mean", "window_step_ms_median", "iteration_ms_median", "host_step_time_ms_median", "train_wall_s",
-    "process_wall_s", "eval_wall_s", "gpu_busy_ms", "wall_over_busy", "speedup", "step_ms_by_tenth",
+    "process_wall_s", "eval_wall_s", "gpu_busy_ms", "wall_over_busy", "speedup", "step_ms_by_tenth", "train_wall_parts",
 )  # fmt: skip
 
 
@@ -105,6 +105,42 @@ def summarize_steps(probe: Dict[str, Any], skip: int, exclude: Optional[Tuple[in
         near = [k for k, i in enumerate(keep) if abs(steps[i] - exclude[0]) <= WINDOW_NEIGHBOURHOOD_STEPS]
         out["window_step_ms_median"] = _median([interval[k] for k in near if k < len(interval)]) if near else None
     return out
+
+
+def train_wall_parts(probe: Dict[str, Any], window: Optional[Sequence[int]] = None) -> Optional[Dict[str, float]]:
+    """Where ``Trainer.train``'s wall time went, in seconds on the host clock; the parts add up to it:
+
+    - ``before_first_step_s``: from ``train()`` to the first timed step, with splat-plus's in-process
+      warmup (``warmup_s``, its steps and their first compilations) among it;
+    - ``steps_s``: from the first timed step's start to the last one's end: the steps and what the loop
+      does between them (logging, in-training evaluations, checkpoints);
+    - ``profiled_window_s``: the part of ``steps_s`` spent in the profiled window ``(start, stop)`` and
+      its neighbour steps (torch.profiler's start and stop), when a window was profiled;
+    - ``after_last_step_s``: from the last step's end to the end of ``train()`` (the final checkpoint).
+
+    A fixed part (before and after the steps) does not shrink with W GPUs or B cameras per step, so
+    it bounds their speedup in train wall on short schedules. None without the start time (probes
+    written before it was recorded) or without timed steps.
+    """
+    start, total = finite_or_none(probe.get("train_start_s")), finite_or_none(probe.get("train_s"))
+    steps: List[int] = probe.get("steps") or []
+    begin: List[float] = probe.get("host_begin_s") or []
+    end: List[float] = probe.get("host_end_s") or []
+    n = min(len(steps), len(begin), len(end))
+    if start is None or total is None or n == 0:
+        return None
+    parts = {
+        "before_first_step_s": begin[0] - start,
+        "steps_s": end[n - 1] - begin[0],
+        "after_last_step_s": start + total - end[n - 1],
+    }
+    warmup = finite_or_none(probe.get("warmup_s"))
+    if warmup is not None:
+        parts["warmup_s"] = warmup
+    inside = [i for i in range(n) if window is not None and near_profiled_window(steps[i], window)]
+    if inside:
+        parts["profiled_window_s"] = end[inside[-1]] - begin[inside[0]]
+    return parts
 
 
 def wall_over_busy(step_ms: Optional[float], busy_ms: Optional[float]) -> Optional[float]:
@@ -210,6 +246,7 @@ def empty_record(method: str, num_gpus: int, repeat: int = 1) -> Dict[str, Any]:
         "gpu_busy_ms": None,
         "wall_over_busy": None,
         "train_wall_s": None,
+        "train_wall_parts": None,
         "process_wall_s": None,
         "eval_wall_s": None,
         "train_peak_gib": None,
@@ -241,6 +278,7 @@ def collect_train(record: Dict[str, Any], probe_path: Path, skip: int) -> None:
     window = gpu_busy.get("window") if gpu_busy.get("steps_profiled") else None
     record.update(summarize_steps(probe, skip, tuple(window) if window else None))
     record["train_wall_s"] = probe.get("train_s")
+    record["train_wall_parts"] = train_wall_parts(probe, tuple(window) if window else None)
     record["world_size"] = probe.get("world_size")
     if gpu_busy:
         record["gpu_busy_ms"] = finite_or_none(gpu_busy.get("gpu_busy_ms"))
