@@ -275,10 +275,10 @@ def collect_train(record: Dict[str, Any], probe_path: Path, skip: int) -> None:
         return
     probe = probes[0]
     gpu_busy = probe.get("gpu_busy") or {}
-    window = gpu_busy.get("window") if gpu_busy.get("steps_profiled") else None
-    record.update(summarize_steps(probe, skip, tuple(window) if window else None))
+    window = tuple(gpu_busy["window"]) if gpu_busy.get("steps_profiled") and gpu_busy.get("window") else None
+    record.update(summarize_steps(probe, skip, window))
     record["train_wall_s"] = probe.get("train_s")
-    record["train_wall_parts"] = train_wall_parts(probe, tuple(window) if window else None)
+    record["train_wall_parts"] = train_wall_parts(probe, window)
     record["world_size"] = probe.get("world_size")
     if gpu_busy:
         record["gpu_busy_ms"] = finite_or_none(gpu_busy.get("gpu_busy_ms"))
