@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pickle
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from dataclasses import asdict
 
-from ns_splat_plus.bench import children, cli, gate, report, runner
+from ns_splat_plus.bench import children, cli, gate, per_image, report, runner
 from ns_splat_plus.bench import results as res
 from ns_splat_plus.bench.probe import ProbeTrainerFactory, instrument_config, probe_trainer_class
 from ns_splat_plus.bench.settings import FOX_SCENE_ARGS, PROBE_MODULE, SCHEMA_VERSION, BenchmarkSettings
@@ -134,6 +135,49 @@ def test_eval_metrics_keep_unavailable_lpips_null(tmp_path):
     path.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8, "lpips": 0.12, "num_gaussians": 9}}))
     metrics = res.read_eval_metrics(path)
     assert metrics["lpips"] == 0.12 and metrics["eval_num_gaussians"] == 9
+
+
+def test_per_image_metrics_are_recorded_on_the_loaded_model_only_by_image_index():
+    import torch
+
+    class Scorer(torch.nn.Module):  # nerfstudio models are modules: the wrapper is an instance attribute
+        def get_image_metrics_and_images(self, outputs, batch):
+            return {"psnr": torch.tensor(20.0 + outputs), "ssim": 0.5, "lpips": None, "extra": 1.0}, {"img": outputs}
+
+    model, other = Scorer(), Scorer()
+    names = ["images/a.png", "images/b.png", "images/c.png"]
+    records = per_image.record_per_image(model, names)
+    assert model.get_image_metrics_and_images(2, {"image_idx": 2}) == ({"psnr": torch.tensor(22.0), "ssim": 0.5,
+                                                                        "lpips": None, "extra": 1.0}, {"img": 2})  # fmt: skip
+    model.get_image_metrics_and_images(0, {"image_idx": torch.tensor(0)})
+    model.get_image_metrics_and_images(1, {})  # no image_idx: its position in the pass
+    other.get_image_metrics_and_images(5, {"image_idx": 1})  # another instance of the class: not recorded
+    assert records == [
+        {"index": 2, "image": "c.png", "psnr": 22.0, "ssim": 0.5, "lpips": None},
+        {"index": 0, "image": "a.png", "psnr": 20.0, "ssim": 0.5, "lpips": None},
+        {"index": 2, "image": "c.png", "psnr": 21.0, "ssim": 0.5, "lpips": None},
+    ]
+
+
+def test_per_image_table_means_and_lowest_run_per_method_lowest_images_first():
+    def run(method, psnrs, status="ok"):
+        return {"method": method, "num_gpus": 1, "status": status,
+                "per_image": [{"image": name, "psnr": v} for name, v in psnrs.items()]}  # fmt: skip
+
+    results = {"runs": [
+        run("splatfacto", {"a.jpg": 30.0, "b.jpg": 20.0}),
+        run("splatfacto", {"a.jpg": 32.0, "b.jpg": 22.0}),
+        run("splat-plus-fast", {"a.jpg": 31.0, "b.jpg": 12.0}),
+        run("splat-plus-fast", {"a.jpg": 99.0, "b.jpg": 99.0}, status="eval-failed"),  # not counted
+        {"method": "splat-plus", "num_gpus": 1, "status": "ok"},  # recorded no images: no column
+    ]}  # fmt: skip
+    table = per_image.per_image_table(results)
+    lines = table.strip().splitlines()
+    assert lines[0] == "| image | `splatfacto` (2 runs) | `splat-plus-fast` (1 runs) |"
+    assert lines[2] == "| `b.jpg` | 21.00 (20.00) | 12.00 (12.00) |"  # mean 18.0 over all runs: first
+    assert lines[3] == "| `a.jpg` | 31.00 (30.00) | 31.00 (31.00) |"
+    assert len(lines) == 4
+    assert per_image.per_image_table({"runs": [{"method": "m", "num_gpus": 1, "status": "ok"}]}) is None
 
 
 def test_failure_reason_names_the_exception(tmp_path):
@@ -383,12 +427,20 @@ def test_benchmark_cpu_end_to_end(tmp_path):
     assert sum(parts[k] for k in ("before_first_step_s", "steps_s", "after_last_step_s")) == pytest.approx(ours["train_wall_s"])
     assert 0 < parts["warmup_s"] < parts["before_first_step_s"] and parts["steps_s"] > 0
     assert Path(ours["train_log"]).is_file() and Path(ours["eval_log"]).is_file()
+    # each held-out image as the probe recorded it: the images and numbers of splat-plus's own per-image
+    # report in ns-eval's JSON (another path), averaging to ns-eval's PSNR
+    evaluated = json.loads((Path(ours["run_dir"]) / "ns_eval.json").read_text())["results"]["per_image"]
+    assert len(evaluated) >= 2
+    assert [e["image"] for e in ours["per_image"]] == [Path(e["image"]).name for e in evaluated]
+    assert [e["psnr"] for e in ours["per_image"]] == pytest.approx([e["psnr"] for e in evaluated], rel=1e-6)
+    assert statistics.fmean(e["psnr"] for e in ours["per_image"]) == pytest.approx(ours["psnr"], rel=1e-6)
 
     theirs = runs["splatfacto"]
     assert theirs["status"] == "failed" and theirs["error"] and theirs["psnr"] is None
 
     markdown = (out / "results.md").read_text()
     assert "| `splat-plus` | 1 | ok |" in markdown and "| `splatfacto` | 1 | failed" in markdown
+    assert f"| `{ours['per_image'][0]['image']}` | {ours['per_image'][0]['psnr']:.2f} (" in markdown
     for name in ("psnr_vs_time", "step_time", "memory", "speedup", "summary"):
         assert_png(out / "plots" / f"{name}.png")
     assert "![benchmark plots](plots/summary.png)" in (out / "readme_section.md").read_text()

@@ -11,6 +11,7 @@ Modules, one concern each:
 * :mod:`~ns_splat_plus.bench.children` child processes, their environment and logs
 * :mod:`~ns_splat_plus.bench.runner`   the benchmark: plan, run, collect (``run_benchmark``)
 * :mod:`~ns_splat_plus.bench.results`  reading what a run left behind (probes, ns-eval JSON, densification.jsonl)
+* :mod:`~ns_splat_plus.bench.per_image` each held-out image's metrics: recorded in the eval probe, tabled in the report
 * :mod:`~ns_splat_plus.bench.stats`    statistics over repeated runs (mean, sd, difference of means, its SE)
 * :mod:`~ns_splat_plus.bench.report`   Markdown tables, the README section, writing the outputs
 * :mod:`~ns_splat_plus.bench.plots`    matplotlib figures (imported lazily)

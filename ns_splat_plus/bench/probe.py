@@ -17,8 +17,9 @@ outside), the host time, CUDA events (no synchronisation inside the loop), the p
 (:class:`~.options.ProbeOptions`, from environment variables or passed in) add: GPU busy time over a
 window of steps (:mod:`.gpu_busy`), splat-plus's instrumentation toggled every N steps, training and
 in-training evaluation memory in separate windows (splat-plus's memory tracker), per-section host
-timers (:mod:`.sections`). ``eval`` runs nerfstudio's ``ns-eval`` main (``ComputePSNR``) with the
-device memory peak reset before loading and read after. Nothing in nerfstudio is patched, so any
+timers (:mod:`.sections`). ``eval`` runs nerfstudio's ``ns-eval`` main (``ComputePSNR``: :func:`compute_psnr`) with the
+device memory peak reset before loading and read after, and each held-out image's metrics recorded
+(:mod:`.per_image`). Nothing in nerfstudio is patched, so any
 nerfstudio method (splatfacto included) is measured the same way.
 
 The measurements go to the JSON file named by ``$NS_SPLAT_PLUS_BENCH_OUT`` (rank k > 0 adds
@@ -37,6 +38,7 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 
 from ns_splat_plus.bench.options import TOGGLE_ENV, ProbeOptions
+from ns_splat_plus.bench.per_image import record_per_image
 from ns_splat_plus.bench.recorder import (
     StepRecorder,
     environment_info,
@@ -287,6 +289,30 @@ def _peaks_seen_by_method_tracker(device: torch.device) -> Optional[int]:
     return max(values) if values else None
 
 
+def compute_psnr(command) -> List[Dict[str, Any]]:
+    """nerfstudio 1.1.5's ``ComputePSNR.main`` (``ns-eval``: the same JSON), with every eval image's
+    metrics recorded on the loaded model (:func:`~.per_image.record_per_image`) and returned."""
+    from nerfstudio.utils.eval_utils import eval_setup
+    from nerfstudio.utils.rich_utils import CONSOLE
+
+    config, pipeline, checkpoint_path, _ = eval_setup(command.load_config)
+    per_image = record_per_image(pipeline.model, pipeline.datamanager.eval_dataset.image_filenames)
+    assert command.output_path.suffix == ".json"
+    if command.render_output_path is not None:
+        command.render_output_path.mkdir(parents=True, exist_ok=True)
+    metrics_dict = pipeline.get_average_eval_image_metrics(output_path=command.render_output_path, get_std=True)
+    command.output_path.parent.mkdir(parents=True, exist_ok=True)
+    benchmark_info = {
+        "experiment_name": config.experiment_name,
+        "method_name": config.method_name,
+        "checkpoint": str(checkpoint_path),
+        "results": metrics_dict,
+    }
+    command.output_path.write_text(json.dumps(benchmark_info, indent=2), "utf8")
+    CONSOLE.print(f"Saved results to: {command.output_path}")
+    return per_image
+
+
 def run_eval(argv: List[str]) -> None:
     import tyro
     from nerfstudio.scripts.eval import ComputePSNR
@@ -297,7 +323,7 @@ def run_eval(argv: List[str]) -> None:
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
-    command.main()
+    per_image = compute_psnr(command)
     eval_s = time.perf_counter() - start
     peak = None
     if cuda:
@@ -307,6 +333,7 @@ def run_eval(argv: List[str]) -> None:
         "eval_s": eval_s,
         "eval_peak_bytes": peak,
         "host_peak_rss_bytes": host_peak_rss_bytes(),
+        "per_image": per_image,
         "output_path": str(command.output_path),
         "environment": environment_info(device),
     }

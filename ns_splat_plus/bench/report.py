@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ns_splat_plus.bench.per_image import per_image_table
 from ns_splat_plus.bench.results import TIMING_FIELDS
 from ns_splat_plus.bench.settings import REFINE_COUNT_KEYS, log, run_tag
 
@@ -343,6 +344,10 @@ def markdown_report(results: Dict[str, Any]) -> str:
     phases = phase_table(results)
     if phases:
         out += ["Median step (ms) in each tenth of the timed steps (from: its first step):", "", phases]
+    images = per_image_table(results)
+    if images:
+        out += ["Held-out PSNR by image (dB): the mean over each method's runs, the lowest run in brackets "
+                "(lowest means first; `ns_splat_plus.bench.per_image`):", "", images]  # fmt: skip
     parts = train_wall_table(results)
     if parts:
         out += ["Training wall time by part (s, host clock; the start-up and the end do not divide by GPUs or "

@@ -213,6 +213,8 @@ class RunJob:
         if record.get("timing_valid") is not False:
             record["eval_wall_s"] = probe.get("eval_s", child.wall_s)
         record["eval_peak_gib"] = bytes_to_gib(probe.get("eval_peak_bytes"))
+        if isinstance(probe.get("per_image"), list):  # each held-out image's metrics (bench.per_image)
+            record["per_image"] = probe["per_image"]
         if record.get("num_gaussians") is None:
             record["num_gaussians"] = record.get("eval_num_gaussians")
         record["status"] = "ok"
