@@ -1045,9 +1045,10 @@ def test_a_merged_report_names_its_merge_command_its_files_and_each_method_s_run
     """A merge's report says how to regenerate it (the --from-json command, not the parts' commands
     strung together, which named runs a --methods selection had dropped) and where each file came from;
     methods with different numbers of runs are counted each."""
-    timed = {**fake_results(), "command": "timed command", "runs": [
+    timed = {**fake_results(), "command": "timed command", "finished": "2026-01-02T03:30:00+00:00", "runs": [
         _run("splat-plus", 1, repeat=1, psnr=27.0, train_wall_s=30.0), _run("splatfacto", 1, repeat=1, psnr=26.8, train_wall_s=33.0)]}  # fmt: skip
-    quality = {**fake_results(), "command": "quality command", "runs": [
+    quality = {**fake_results(), "command": "quality command", "created": "2026-01-03T10:00:00+00:00",
+               "finished": "2026-01-03T11:00:00+00:00", "runs": [
         _run("splat-plus", 1, repeat=k, psnr=27.0 + k / 10, train_wall_s=None, timing_valid=False) for k in (2, 3, 4)
     ] + [_run("splatfacto", 1, repeat=k, psnr=26.9, train_wall_s=None, timing_valid=False) for k in (2, 3)]}  # fmt: skip
     a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "merged"
@@ -1062,8 +1063,11 @@ def test_a_merged_report_names_its_merge_command_its_files_and_each_method_s_run
     assert f"- merged by: `{merged['command']}`" in md
     assert f"`{a}`: `timed command`" in md and f"`{b}`: `quality command`" in md
     assert "repeats per method: splat-plus 4, splatfacto 3" in md
+    # the runs' dates: the first command's start to the last one's end, not the first start alone
+    assert "- date: 2026-01-02T03:04:05+00:00 to 2026-01-03T11:00:00+00:00" in md
     section = (out / "readme_section.md").read_text()
     assert "Regenerate (merges 2 results files" in section and merged["command"] in section
+    assert "measured 2026-01-02 to 2026-01-03 on" in section
     assert "quality command" not in section  # the parts' commands do not regenerate the merge
     # a merge of that merge: its own command, the first merge's command in its merged_from
     c, out2 = tmp_path / "c.json", tmp_path / "merged2"
@@ -1077,6 +1081,7 @@ def test_a_merged_report_names_its_merge_command_its_files_and_each_method_s_run
     single = tmp_path / "single"
     assert cli.main(["--from-json", str(a), "--out", str(single)]) == 0
     assert "- command: `timed command`" in (single / "results.md").read_text()
+    assert "- date: 2026-01-02T03:04:05+00:00\n" in (single / "results.md").read_text()  # one command: its start
 
 
 def test_renumber_repeats_pools_several_timed_commands_for_quality_keeping_one_command_s_timing(tmp_path):

@@ -252,6 +252,17 @@ def versions_line(env: Dict[str, Any]) -> str:
     return ", ".join(f"{k} {env[k]}" for k in keys if env.get(k))
 
 
+def date_line(results: Dict[str, Any], day_only: bool = False) -> str:
+    """When the runs were made: a command's start, or for a merge the first part's start to the last
+    part's end (a merge pools runs of several commands, often of several days)."""
+    created, finished = results.get("created") or "", results.get("finished") or ""
+    if day_only:
+        created, finished = created[:10], finished[:10]
+    if results.get("merged_from") and finished and finished != created:
+        return f"{created} to {finished}"
+    return created or "–"
+
+
 def device_line(results: Dict[str, Any]) -> str:
     env = results.get("environment") or {}
     name = env.get("device_name") or env.get("device_type") or "unknown device"
@@ -320,7 +331,7 @@ def markdown_report(results: Dict[str, Any]) -> str:
     out = [
         f"# Benchmark: {results.get('scene')}, {settings.get('steps')} steps",
         "",
-        f"- date: {results.get('created')}",
+        f"- date: {date_line(results)}",
         f"- device: {device_line(results)}",
         f"- versions: {versions_line(env)}",
         f"- scene arguments: `{settings.get('scene_args')}`",
@@ -360,7 +371,7 @@ def readme_section(results: Dict[str, Any], plot_ref: Optional[str]) -> str:
     """The README "Results" section: table, one plot, date, GPU, versions and the command."""
     settings = results.get("settings", {})
     env = results.get("environment") or {}
-    date = (results.get("created") or "")[:10]
+    date = date_line(results, day_only=True)
     out = [
         "## Results",
         "",
