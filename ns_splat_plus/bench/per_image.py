@@ -13,9 +13,10 @@ Entry points: :func:`record_per_image` (the eval probe wraps the loaded model wi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 from ns_splat_plus.bench.results import finite_or_none
+from ns_splat_plus.bench.stats import group_runs
 
 PER_IMAGE_METRICS = ("psnr", "ssim", "lpips")
 MAX_TABLE_IMAGES = 40
@@ -70,10 +71,7 @@ def per_image_table(results: Dict[str, Any]) -> Optional[str]:
     brackets, its lowest run, over the successful runs that recorded images (their count in the
     header). Images by ascending mean over all those runs, at most :data:`MAX_TABLE_IMAGES`. None
     when no run recorded images."""
-    groups: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
-    for r in results["runs"]:
-        if r.get("status") == "ok" and r.get("per_image"):
-            groups.setdefault((r["method"], int(r["num_gpus"])), []).append(r)
+    groups = group_runs(r for r in results["runs"] if r.get("status") == "ok" and r.get("per_image"))
     if not groups:
         return None
     columns = [(key, _psnr_by_image(runs), len(runs)) for key, runs in groups.items()]
