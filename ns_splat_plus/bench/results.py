@@ -57,16 +57,24 @@ def near_profiled_window(step: int, window: Sequence[int]) -> bool:
     return window[0] - 1 <= step <= window[1]
 
 
+def host_step_clock(probe: Dict[str, Any]) -> Tuple[List[int], List[float], List[float]]:
+    """A train probe's timed steps and each one's host begin and end (perf_counter seconds), cut to
+    the length all three lists share (the recorder writes them equally long; this guards other probes)."""
+    steps: List[int] = probe.get("steps") or []
+    begin: List[float] = probe.get("host_begin_s") or []
+    end: List[float] = probe.get("host_end_s") or []
+    n = min(len(steps), len(begin), len(end))
+    return steps[:n], begin[:n], end[:n]
+
+
 def summarize_steps(probe: Dict[str, Any], skip: int, exclude: Optional[Tuple[int, int]] = None) -> Dict[str, Any]:
     """Step-time statistics from a train probe, leaving out iterations with step < ``skip``.
 
     ``exclude = (start, stop)``: steps start..stop-1 were profiled (slower); the medians also leave out
     them and their neighbours (the profiler starts before ``start`` and stops after ``stop - 1``).
     """
-    steps: List[int] = probe.get("steps") or []
-    begin: List[float] = probe.get("host_begin_s") or []
-    end: List[float] = probe.get("host_end_s") or []
-    n = min(len(steps), len(begin), len(end))
+    steps, begin, end = host_step_clock(probe)
+    n = len(steps)
     if n == 0:
         return {"timed_steps": 0, "step_time_ms_median": None, "step_time_ms_mean": None, "iteration_ms_median": None}
     keep = [i for i in range(n) if steps[i] >= skip] or list(range(n))
@@ -123,10 +131,8 @@ def train_wall_parts(probe: Dict[str, Any], window: Optional[Sequence[int]] = No
     written before it was recorded) or without timed steps.
     """
     start, total = finite_or_none(probe.get("train_start_s")), finite_or_none(probe.get("train_s"))
-    steps: List[int] = probe.get("steps") or []
-    begin: List[float] = probe.get("host_begin_s") or []
-    end: List[float] = probe.get("host_end_s") or []
-    n = min(len(steps), len(begin), len(end))
+    steps, begin, end = host_step_clock(probe)
+    n = len(steps)
     if start is None or total is None or n == 0:
         return None
     parts = {
