@@ -2,8 +2,8 @@
 
 Layout (one concern per subpackage): ``method.py`` (entry points), ``model/``, ``raster/``,
 ``strategy/``, ``training/``, ``parallel/``, ``evaluation/``, ``viewer/``, ``upstream.py`` (every
-private nerfstudio / gsplat touch point), ``errors.py``, ``bench/`` (benchmarks; never imported by
-the training path). See README, "Development".
+private nerfstudio / gsplat touch point), ``errors.py``. The benchmark tool is the separate
+``splatbench`` distribution (never imported from here). See README, "Development".
 """
 
 from ns_splat_plus import legacy as _legacy

@@ -1,14 +1,15 @@
-"""The one error type for stops a user can act on: :class:`SplatPlusError`.
+"""The error types for stops a user can act on: :class:`SplatPlusError` and its kinds.
 
 Every error a user can cause (bad data, a bad checkpoint, more GPUs than exist, gradients that
 cannot train) is a ``SplatPlusError`` whose message says what is wrong and what to do. It is a
 ``SystemExit`` on purpose: ns-train, ns-eval and ns-viewer have no error handler of their own,
 and a ``SystemExit`` carrying a message prints that one message and exits non-zero, without a
-traceback. :func:`exit_on_user_error` is the one handler for the places where splat-plus wants
-its own formatting (a red console line) and exit status.
+traceback. Its kinds: :class:`UserInputError` (the command line or the dataset) and
+:class:`TrainingHealthError` (gradients that cannot train). :func:`exit_on_user_error` is the one
+handler for the places where splat-plus wants its own formatting (a red console line) and exit status.
 
-Lives at the top of the package (not in ``training/``) because every layer raises it and it
-imports nothing of the package.
+Lives at the top of the package (not in ``training/`` or ``strategy/``) because every layer raises
+these and the module imports nothing of the package: the lowest layer (docs/development.md, "Layers").
 """
 
 from __future__ import annotations
@@ -38,6 +39,21 @@ class UserInputError(SplatPlusError):
     """Something in the command line or the dataset that the user can fix (exit status 2)."""
 
     exit_status = 2
+
+
+class TrainingHealthError(SplatPlusError):
+    """Training cannot lead anywhere useful (zero or non-finite gradients); the message says why.
+
+    Raised by the strategy's gradient monitor, the optimizer's finiteness gate and warmup."""
+
+    @classmethod
+    def shown(cls, message: str, rank: int) -> "TrainingHealthError":
+        """The error, after printing its message in red on rank 0's console (the run's log)."""
+        if rank == 0:
+            from nerfstudio.utils.rich_utils import CONSOLE
+
+            CONSOLE.print(f"[red]{message}[/red]")
+        return cls(message)
 
 
 @contextlib.contextmanager

@@ -1,9 +1,10 @@
-"""Module names of ns-splat-plus 0.1.0 (a flat package), for files that still name them.
+"""Old module names (0.1.0's flat package, and modules renamed since), for files that still name them.
 
-Run directories written before the package was reshaped hold ``config.yml`` files whose YAML names
-classes by module (``!!python/object:ns_splat_plus.trainer.SplatPlusTrainerConfig``); ns-eval,
-ns-viewer, ns-export and resume load them through these aliases. Installed once, from
-``ns_splat_plus/__init__.py``; nothing new should import the old names.
+Run directories written before a module moved hold ``config.yml`` files whose YAML names classes by
+module (``!!python/object:ns_splat_plus.trainer.SplatPlusTrainerConfig``); ns-eval, ns-viewer,
+ns-export and resume load them through these aliases. Every dataclass config that moves gets its
+old module here. Installed once, from ``ns_splat_plus/__init__.py``; nothing new should import the
+old names. Checkpoints name no classes (tensors and plain containers, loaded with ``weights_only=True``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ RENAMED = {
     "ns_splat_plus.datamanager": "ns_splat_plus.training.datamanager",
     "ns_splat_plus.devices": "ns_splat_plus.parallel.devices",
     "ns_splat_plus.distributed": "ns_splat_plus.parallel",
+    # 0.2.0 -> the layered package (issue 32): the module of SplatPlusViewerConfig
+    "ns_splat_plus.viewer.exit_rule": "ns_splat_plus.viewer.config",
 }
 
 

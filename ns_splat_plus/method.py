@@ -13,10 +13,16 @@ from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
 from ns_splat_plus.model import SplatPlusModelConfig
+from ns_splat_plus.strategy.build import MCMC_RECIPE
+from ns_splat_plus.training import uncaught
 from ns_splat_plus.training.datamanager import SplatPlusDataManagerConfig
 from ns_splat_plus.training.pipeline import SplatPlusPipelineConfig
 from ns_splat_plus.training.trainer import SplatPlusTrainerConfig
 from ns_splat_plus.viewer import SplatPlusViewerConfig
+
+# nerfstudio's entry points import this module before they parse their command line: from here on, a
+# full or read-only disk, a bad --load-config and Ctrl-C outside training end in one message (training/uncaught.py)
+uncaught.install()
 
 
 def splatfacto_optimizers(max_steps: int = 30000) -> dict:
@@ -63,7 +69,7 @@ def splat_plus_trainer_config(method_name: str = "splat-plus", strategy: str = "
             model=SplatPlusModelConfig(strategy=strategy)
             if strategy == "default"
             # nerfstudio's splatfacto-mcmc recipe: relocate at opacity <= 0.005, refine until step 25000
-            else SplatPlusModelConfig(strategy="mcmc", cull_alpha_thresh=0.005, stop_split_at=25000),
+            else SplatPlusModelConfig(strategy="mcmc", **MCMC_RECIPE),
         ),
         optimizers=splatfacto_optimizers(),
         viewer=SplatPlusViewerConfig(num_rays_per_chunk=1 << 15),  # auto exit for batch jobs
@@ -92,7 +98,7 @@ def splat_plus_fast_trainer_config(cameras_per_step: int = FAST_CAMERAS_PER_STEP
     W x B cameras per step (steps / (W x B), lr x sqrt(W x B), betas ^ (W x B))."""
     config = splat_plus_trainer_config("splat-plus-fast")
     config.pipeline.datamanager.cameras_per_step = cameras_per_step
-    config.pipeline.model.fused_adam = True
+    config.fused_adam = True
     return config
 
 

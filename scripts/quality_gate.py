@@ -6,12 +6,12 @@
 Defaults: PSNR and SSIM may drop by at most 0.5 % (relative to the baseline). Exit status 0 within
 tolerance, 1 on a regression or a missing run/metric, 2 on bad input. Results with repeats are
 compared by their means (the difference is reported with its standard error). The code is
-ns_splat_plus.bench.gate (main).
+splatbench.gate (main).
 """
 
 import sys
 
-from ns_splat_plus.bench.gate import main
+from splatbench.gate import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,10 +2,24 @@
 # Sets up ns-splat-plus on a fresh machine: a virtual environment in .venv with the package
 # (editable) and its test dependencies, plus headless Chromium for the viewer's browser test.
 #   bash scripts/setup.sh            # then: .venv/bin/python -m pytest -m "not gpu"
+# One line per stage; pip's own output goes to .venv/setup.log (its tail is shown if a stage fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+LOG=.venv/setup.log
+
+stage() { echo "setup.sh [$(printf '%3d' "$SECONDS") s] $*"; }
+logged() {  # run a command with its output in $LOG; on failure show the end of it
+  if ! "$@" >>"$LOG" 2>&1; then
+    echo "setup.sh: failed: $*" >&2
+    tail -n 40 "$LOG" >&2
+    echo "setup.sh: the whole output is in $LOG" >&2
+    exit 1
+  fi
+}
+
 if [ ! -x .venv/bin/python ]; then
+  stage "creating .venv"
   # torch's CUDA libraries make the environment about 8 GiB: say so before pip runs out of disk halfway
   free_gib=$(df -Pk . | awk 'NR == 2 {print int($4 / 1048576)}')
   if [ "${free_gib:-0}" -lt 10 ]; then
@@ -13,18 +27,23 @@ if [ ! -x .venv/bin/python ]; then
   fi
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+: >"$LOG"
+stage "installing the package and its dependencies (torch, nerfstudio: a few minutes; pip's output: $LOG)"
+logged .venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel
 # nerfstudio 1.1.5 pins gsplat 1.4.0; torch comes from PyPI (a CUDA build, which also runs on CPU)
-.venv/bin/python -m pip install --quiet -e '.[test]'
+logged .venv/bin/python -m pip install --quiet -e '.[test]'
+logged .venv/bin/python -m pip install --quiet -e ./splatbench  # the benchmark tool; the tests use its scenes
 
 # The viewer test drives a real browser: Debian's chromium + chromium-driver (never downloaded at run time).
 if ! command -v chromedriver >/dev/null 2>&1 || ! { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    stage "installing the browser for the viewer test (chromium, chromium-driver)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq chromium chromium-driver >/dev/null
+    logged apt-get update -qq
+    logged apt-get install -y -qq chromium chromium-driver
   else
     echo "setup.sh: install chromium and chromium-driver (e.g. sudo apt-get install chromium chromium-driver) for the viewer test" >&2
   fi
 fi
-.venv/bin/python -c "import ns_splat_plus, nerfstudio, gsplat, torch; print('ns-splat-plus ready: torch', torch.__version__, '| gsplat', gsplat.__version__)"
+versions=$(.venv/bin/python -c "import ns_splat_plus, nerfstudio, gsplat, torch; print('torch', torch.__version__, '| gsplat', gsplat.__version__)")
+stage "ready: ns-splat-plus with $versions (tests: .venv/bin/python -m pytest -m 'not gpu')"

@@ -1,9 +1,9 @@
 """Build and run splat-plus trainers inside the test process (no ns-train subprocess).
 
-    config = trainer_config(scene_dir, out_dir, steps=40)
-    trainer = build_trainer(config)       # what ns-train's train_loop does, minus train()
-    trainer.train()
-    close_writers()                       # nerfstudio's writers are process globals
+config = trainer_config(scene_dir, out_dir, steps=40)
+trainer = build_trainer(config)       # what ns-train's train_loop does, minus train()
+trainer.train()
+close_writers()                       # nerfstudio's writers are process globals
 """
 
 from __future__ import annotations
@@ -14,17 +14,24 @@ from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 from nerfstudio.utils import writer
 
 from ns_splat_plus.method import splat_plus_trainer_config
-from ns_splat_plus.synthetic import SceneSpec, make_scene
+from splatbench.scenes import SceneSpec, make_scene
 
 SMALL_SCENE = SceneSpec(n_views=16, width=48, height=36, focal=42.0)
 CPU_CLI_ARGS = [
-    "--machine.device-type", "cpu",
-    "--vis", "tensorboard",
-    "--viewer.quit-on-train-completion", "True",
-    "--logging.local-writer.enable", "False",
-    "--steps-per-eval-all-images", "100000",
-    "--steps-per-eval-image", "100000",
-    "--pipeline.model.num-downscales", "0",
+    "--machine.device-type",
+    "cpu",
+    "--vis",
+    "tensorboard",
+    "--viewer.quit-on-train-completion",
+    "True",
+    "--logging.local-writer.enable",
+    "False",
+    "--steps-per-eval-all-images",
+    "100000",
+    "--steps-per-eval-image",
+    "100000",
+    "--pipeline.model.num-downscales",
+    "0",
 ]
 """ns-train options of the CLI tests: CPU, no viewer, no periodic evaluation, full resolution."""
 

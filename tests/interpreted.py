@@ -16,8 +16,9 @@ import sys
 def run_interpreted(test_file: str, check: str, *args) -> None:
     """Runs ``check(*args)`` of ``test_file`` with TRITON_INTERPRET=1; fails with its output."""
     env = dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, test_file, check, json.dumps(args)], env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, test_file, check, json.dumps(args)], env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, f"{check}{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     assert f"{check} passed" in done.stdout
 

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from ns_splat_plus.synthetic import SceneSpec, make_scene
-
 from inprocess import CPU_CLI_ARGS, console_script  # noqa: E402
+
+from splatbench.scenes import SceneSpec, make_scene
 
 SPEC = SceneSpec(n_views=8, width=32, height=24, focal=28.0, n_points=200)
 CPU_ARGS = [
     *CPU_CLI_ARGS,
-    "--steps-per-eval-batch", "100000",
+    "--steps-per-eval-batch",
+    "100000",
 ]
 SPARSE = Path("colmap") / "sparse" / "0"
 
@@ -37,8 +37,21 @@ def _env() -> dict:
 
 
 def train_cmd(data: Path, out: Path, name: str, steps: int, *extra: str, dataparser=("colmap",), timestamp="run"):
-    cmd = [console_script("ns-train"), "splat-plus", "--data", str(data), "--output-dir", str(out),
-           "--experiment-name", name, "--max-num-iterations", str(steps), "--warmup-steps", "0", *CPU_ARGS]
+    cmd = [
+        console_script("ns-train"),
+        "splat-plus",
+        "--data",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--experiment-name",
+        name,
+        "--max-num-iterations",
+        str(steps),
+        "--warmup-steps",
+        "0",
+        *CPU_ARGS,
+    ]
     if timestamp is not None:
         cmd += ["--timestamp", timestamp]
     return cmd + [*extra, *dataparser]
@@ -184,7 +197,11 @@ def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig):
     # a checkpoint every 2 steps tells us the loop (and its signal handlers) runs
     proc = subprocess.Popen(
         train_cmd(scene, tmp_path, name, 100000, "--steps-per-save", "2"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
     )
     run = run_dir(tmp_path, name)
     deadline = time.time() + 240
@@ -253,8 +270,16 @@ def test_only_downscaled_images(scene, tmp_path):
 
 @pytest.mark.slow
 def test_resume_on_another_strategy_is_refused(trained, scene, tmp_path):
-    proc = ns_train(scene, tmp_path, "mcmc", 10, "--load-dir", str(trained / "nerfstudio_models"),
-                    "--pipeline.model.strategy", "mcmc")
+    proc = ns_train(
+        scene,
+        tmp_path,
+        "mcmc",
+        10,
+        "--load-dir",
+        str(trained / "nerfstudio_models"),
+        "--pipeline.model.strategy",
+        "mcmc",
+    )
     assert_one_message(proc, "--pipeline.model.strategy")
 
 
@@ -424,8 +449,16 @@ def test_eval_and_export_on_damaged_checkpoint_dirs(trained, tmp_path):
     result = json.loads((tmp_path / "stray.json").read_text())
     assert result["checkpoint"].endswith(steps[-1].name)
     assert "psnr" in result["results"]
-    export = run([console_script("ns-export"), "gaussian-splat", "--load-config", str(stray / "config.yml"),
-                  "--output-dir", str(tmp_path / "export")])
+    export = run(
+        [
+            console_script("ns-export"),
+            "gaussian-splat",
+            "--load-config",
+            str(stray / "config.yml"),
+            "--output-dir",
+            str(tmp_path / "export"),
+        ]
+    )
     assert_ok(export)
     assert list((tmp_path / "export").glob("*.ply"))
 
@@ -442,8 +475,15 @@ def test_eval_and_export_on_damaged_checkpoint_dirs(trained, tmp_path):
 
 @pytest.mark.slow
 def test_eval_with_an_empty_split(scene, tmp_path):
-    assert_ok(ns_train(scene, tmp_path, "noeval", 1,
-                       dataparser=("colmap", "--eval-mode", "fraction", "--train-split-fraction", "1.0")))
+    assert_ok(
+        ns_train(
+            scene,
+            tmp_path,
+            "noeval",
+            1,
+            dataparser=("colmap", "--eval-mode", "fraction", "--train-split-fraction", "1.0"),
+        )
+    )
     out_json = tmp_path / "noeval.json"
     proc = ns_eval(run_dir(tmp_path, "noeval") / "config.yml", out_json)
     assert_one_message(proc, "no images to evaluate", "eval_mode fraction", "train fraction 1.0", status=2)

@@ -10,17 +10,16 @@ import subprocess
 
 import pytest
 import torch
-
+from inprocess import build_trainer, close_writers, console_script, small_scene, trainer_config
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
-from inprocess import build_trainer, close_writers, console_script, small_scene, trainer_config
 from ns_splat_plus import parallel
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.method import splat_plus_fast, splat_plus_trainer_config
-from ns_splat_plus.model.render import HOST_IMAGE_SIZE
+from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE
 from ns_splat_plus.parallel.schedule import effective_batch
-from ns_splat_plus.synthetic import SceneSpec, make_scene
 from ns_splat_plus.training import inputs
+from splatbench.scenes import SceneSpec, make_scene
 
 B = 3  # not a power of two: the 1/B of the mean is not exact in floating point
 STEP = 25  # SH degree 1 (interval 20) and accumulated statistics
@@ -61,7 +60,9 @@ def renders(trainer):
     datamanager = trainer.pipeline.datamanager
     camera, batch = datamanager.next_train(STEP)
     assert camera.shape[0] == B and batch["image"].shape[0] == B and batch["image"].dtype == torch.uint8
-    expected = parallel.cameras_for_step(STEP, 0, 1, len(datamanager.train_dataset), datamanager.config.train_cameras_sampling_seed, B)
+    expected = parallel.cameras_for_step(
+        STEP, 0, 1, len(datamanager.train_dataset), datamanager.config.train_cameras_sampling_seed, B
+    )
     assert camera.metadata["cam_idx"] == expected and len(set(expected)) == B
     batched = _loss_and_grads(model, camera, batch)
     singles = []
@@ -85,7 +86,11 @@ def test_batched_loss_and_gradients_are_the_mean_of_the_single_camera_ones(rende
         scale = reference.abs().max()
         assert scale > 0, name
         # the same per-camera terms, summed across cameras in another order: rounding only
-        assert torch.allclose(grad, reference, rtol=1e-4, atol=1e-6 * scale), (name, (grad - reference).abs().max(), scale)
+        assert torch.allclose(grad, reference, rtol=1e-4, atol=1e-6 * scale), (
+            name,
+            (grad - reference).abs().max(),
+            scale,
+        )
 
 
 def test_densification_statistics_are_the_views_accumulated_one_by_one(trainer, renders):
@@ -118,7 +123,13 @@ def test_a_step_s_cameras_are_the_kept_ones_concatenated_with_their_cached_matri
     from nerfstudio.cameras.cameras import Cameras
     from nerfstudio.models.splatfacto import get_viewmat
 
-    from ns_splat_plus.model.render import BATCH_MEMBERS, RENDER_CACHE, camera_intrinsics, render_intrinsics, view_matrices
+    from ns_splat_plus.model.cameras import (
+        BATCH_MEMBERS,
+        RENDER_CACHE,
+        camera_intrinsics,
+        render_intrinsics,
+        view_matrices,
+    )
 
     datamanager, model = trainer.pipeline.datamanager, trainer.pipeline.model
     n = len(datamanager.train_dataset)
@@ -145,7 +156,11 @@ def test_a_step_s_cameras_are_the_kept_ones_concatenated_with_their_cached_matri
         K_sliced, W_sliced, H_sliced = render_intrinsics(expected, 1.0 / model._get_downscale_factor())
         assert torch.equal(K, K_sliced) and (W, H) == (W_sliced, H_sliced)
     monkeypatch.undo()
-    seen = {i for step in steps for i in parallel.cameras_for_step(step, 0, 1, n, datamanager.config.train_cameras_sampling_seed, B)}
+    seen = {
+        i
+        for step in steps
+        for i in parallel.cameras_for_step(step, 0, 1, n, datamanager.config.train_cameras_sampling_seed, B)
+    }
     assert len(seen) == n
     assert inverses == [1] * n  # each camera's inverse once (a batch's own inverse: one call per step)
     # only the kept cameras' first slices (by slice, never by a host index tensor), at most one per camera
@@ -207,7 +222,7 @@ def test_launch_applies_the_steps_scaler_and_says_so(capsys):
 def test_fast_preset():
     config = splat_plus_fast.config
     assert config.method_name == "splat-plus-fast"
-    assert config.pipeline.datamanager.cameras_per_step == 4 and config.pipeline.model.fused_adam is True
+    assert config.pipeline.datamanager.cameras_per_step == 4 and config.fused_adam is True
     assert config.max_num_iterations == 30000  # unscaled in the preset: scaled once, at launch
     assert "4 cameras per step" in splat_plus_fast.description
 
@@ -217,7 +232,9 @@ def test_camera_optimizer_with_several_cameras_is_one_error_at_start():
     config.pipeline.datamanager.cameras_per_step = 2
     inputs.check_options(config)  # fine without them
     config.pipeline.model.camera_optimizer.mode = "SO3xR3"
-    with pytest.raises(UserInputError, match="cameras-per-step 2 does not work with --pipeline.model.camera-optimizer.mode"):
+    with pytest.raises(
+        UserInputError, match="cameras-per-step 2 does not work with --pipeline.model.camera-optimizer.mode"
+    ):
         inputs.check_options(config)
     config.pipeline.model.camera_optimizer.mode = "off"
     config.pipeline.model.use_bilateral_grid = True

@@ -1,4 +1,4 @@
-"""Benchmark suite (scripts/benchmark.py, ns_splat_plus.bench) and quality gate (scripts/quality_gate.py)."""
+"""Benchmark suite (scripts/benchmark.py, splatbench) and quality gate (scripts/quality_gate.py)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,20 @@ import pickle
 import statistics
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from dataclasses import asdict
-
-from ns_splat_plus.bench import children, cli, gate, per_image, report, runner
-from ns_splat_plus.bench import results as res
-from ns_splat_plus.bench.probe import ProbeTrainerFactory, instrument_config, probe_trainer_class
-from ns_splat_plus.bench.settings import FOX_SCENE_ARGS, PROBE_MODULE, SCHEMA_VERSION, BenchmarkSettings
+from splatbench import children, cli, gate, outputs, per_image, report, runner
+from splatbench import results as res
+from splatbench.probe import ProbeTrainerFactory, instrument_config, probe_trainer_class
+from splatbench.settings import PROBE_MODULE, SCENE_ARGS_MISSING, SCHEMA_VERSION, BenchmarkSettings
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+SCENE_ARGS = "--data path/to/fox instant-ngp-data --eval-mode interval --eval-interval 8"  # never read: commands only
 
 
 def _run(method: str, num_gpus: int, **values) -> dict:
@@ -55,8 +55,13 @@ def fake_results() -> dict:
         "scene": "fox",
         "settings": {**asdict(settings), "effective_skip_steps": settings.effective_skip},
         "reference_method": "splatfacto",
-        "environment": {"device_type": "cuda", "device_name": "NVIDIA H200", "torch": "2.11", "gsplat": "1.4.0",
-                        "nerfstudio": "1.1.5"},  # fmt: skip
+        "environment": {
+            "device_type": "cuda",
+            "device_name": "NVIDIA H200",
+            "torch": "2.11",
+            "gsplat": "1.4.0",
+            "nerfstudio": "1.1.5",
+        },  # fmt: skip
         "runs": runs,
     }
     runner.add_speedups(results["runs"])
@@ -194,11 +199,11 @@ def test_failure_reason_names_the_exception(tmp_path):
 def test_train_commands_single_and_multi_gpu(tmp_path):
     settings = BenchmarkSettings(
         steps=3000, train_args="--pipeline.model.sh-degree 3", method_args={"splat-plus": "--machine.seed 1"},
-        multi_gpu_args="--note W={W}",
+        multi_gpu_args="--note W={W}", scene_args=SCENE_ARGS,
     )  # fmt: skip
     one = runner.train_command(settings, "splat-plus", 1, tmp_path)
     assert one[:4] == [sys.executable, "-m", PROBE_MODULE, "train"] and one[4] == "splat-plus"
-    assert one[-7:] == FOX_SCENE_ARGS.split()  # the scene arguments come last, verbatim
+    assert one[-7:] == SCENE_ARGS.split()  # the scene arguments come last, verbatim
     joined = " ".join(one)
     assert "--max-num-iterations 3000" in joined and "--machine.num-devices 1" in joined
     assert "--vis tensorboard" in joined and "--viewer.quit-on-train-completion True" in joined
@@ -216,6 +221,7 @@ def test_train_commands_single_and_multi_gpu(tmp_path):
 def test_variants_train_their_method_with_their_arguments_under_their_label(tmp_path, monkeypatch):
     """--variant LABEL=METHOD ARGS: B = 2 beside B = 1 in one command; the label names the run."""
     args = cli.build_parser().parse_args([
+        "--scene-args", SCENE_ARGS,
         "--methods", "splat-plus", "splat-plus-b2", "--method-args", "splat-plus-b2=--machine.seed 3",
         "--variant", "splat-plus-b2=splat-plus --pipeline.datamanager.cameras-per-step 2",
     ])  # fmt: skip
@@ -226,7 +232,7 @@ def test_variants_train_their_method_with_their_arguments_under_their_label(tmp_
     joined = " ".join(b2)
     assert "--pipeline.datamanager.cameras-per-step 2" in joined and "--machine.seed 3" in joined
     assert "cameras-per-step" not in " ".join(plain)
-    assert b2[-7:] == FOX_SCENE_ARGS.split()  # the scene still comes last
+    assert b2[-7:] == SCENE_ARGS.split()  # the scene still comes last
     assert [r.tag for b in runner.plan_batches(settings) for r in b] == ["splat-plus-1gpu", "splat-plus-b2-1gpu"]
     # whether it trains on several GPUs is the variant's method's matter: a splat-plus variant is not refused
     # as a method that crashes on several GPUs (a label unknown to that rule would be); here it only lacks GPUs
@@ -234,9 +240,31 @@ def test_variants_train_their_method_with_their_arguments_under_their_label(tmp_
     settings_2gpu = BenchmarkSettings(gpus=[2], methods=["sp-x"], variants={"sp-x": "splat-plus --machine.seed 3"})
     record = runner.run_one(settings_2gpu, "sp-x", 2, tmp_path)
     assert record["method"] == "sp-x" and record["error"] == "2 GPUs asked for, 0 available"
-    for bad in (["--variant", "x=splat-plus"], ["--methods", "x", "--variant", "x=--seed 1"], ["--methods", "x", "--variant", "x"]):
-        with pytest.raises(SystemExit):
-            cli.settings_from_args(cli.build_parser().parse_args(bad))
+    for bad in (
+        ["--variant", "x=splat-plus"],
+        ["--methods", "x", "--variant", "x=--seed 1"],
+        ["--methods", "x", "--variant", "x"],
+    ):
+        with pytest.raises(SystemExit, match="--variant"):
+            cli.settings_from_args(cli.build_parser().parse_args(["--scene-args", SCENE_ARGS, *bad]))
+
+
+def test_no_default_scene_training_needs_scene_args(tmp_path):
+    """The data lives wherever the user keeps it: no default path; without --scene-args a clear error
+    that says what to pass, before anything runs."""
+    assert BenchmarkSettings().scene_args == "" and "../" not in SCENE_ARGS_MISSING
+    with pytest.raises(SystemExit, match="--scene-args is required"):
+        cli.main(["--methods", "splat-plus", "--out", str(tmp_path / "out")])
+    with pytest.raises(ValueError, match="--scene-args is required"):
+        runner.run_benchmark(BenchmarkSettings(methods=["splat-plus"]), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    out = str(tmp_path / "o")
+    calls = {"benchmark.py": ["--out", out], "gaussian_scaling.py": ["--out", out], "scaling_check.py": [out],
+             "warmup_check.py": ["fresh", "--out", out]}  # fmt: skip
+    for script, args in calls.items():
+        done = subprocess.run([sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True)
+        assert done.returncode != 0 and "--scene-args is required" in done.stderr, (script, done.stderr[-2000:])
+    assert not (tmp_path / "o").exists()
 
 
 def test_multi_gpu_splatfacto_is_recorded_as_unsupported_without_running(tmp_path):
@@ -256,7 +284,7 @@ def test_more_gpus_than_available_is_recorded_as_unsupported(tmp_path, monkeypat
 def test_probe_factory_survives_pickle_and_config_yaml():
     import yaml
 
-    from ns_splat_plus.bench.runtime import SplatPlusTrainer, splat_plus
+    from splatbench.runtime import SplatPlusTrainer, splat_plus
 
     config = instrument_config(copy.deepcopy(splat_plus.config))
     assert isinstance(config._target, ProbeTrainerFactory) and config._target.base is SplatPlusTrainer
@@ -273,7 +301,7 @@ def test_probe_factory_survives_pickle_and_config_yaml():
 
 def test_reports_and_plots(tmp_path):
     results = fake_results()
-    paths = report.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
+    paths = outputs.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
     loaded = json.loads(paths["json"].read_text())
     assert [r["method"] for r in loaded["runs"]] == [r["method"] for r in results["runs"]]
     speedups = {(r["method"], r["num_gpus"]): r["speedup"] for r in loaded["runs"]}
@@ -389,7 +417,7 @@ def test_quality_gate_cli(tmp_path):
 def test_benchmark_cpu_end_to_end(tmp_path):
     """scripts/benchmark.py on a tiny synthetic scene: splat-plus trains and evaluates on CPU; splatfacto
     (gsplat is CUDA-only) is reported as failed without stopping the benchmark; JSON, Markdown, PNGs."""
-    from ns_splat_plus.synthetic import SceneSpec, make_scene
+    from splatbench.scenes import SceneSpec, make_scene
 
     scene = make_scene(tmp_path / "scene", SceneSpec(n_views=16, width=48, height=36, focal=42.0))
     out = tmp_path / "bench"
@@ -424,7 +452,9 @@ def test_benchmark_cpu_end_to_end(tmp_path):
     assert ours["gpu_busy"]["window"] == [40, 50]  # --gpu-busy-at 0.5 of 80 steps (centred would be 45)
     parts = ours["train_wall_parts"]  # nothing was profiled on the CPU: no window part
     assert set(parts) == {"before_first_step_s", "warmup_s", "steps_s", "after_last_step_s"}
-    assert sum(parts[k] for k in ("before_first_step_s", "steps_s", "after_last_step_s")) == pytest.approx(ours["train_wall_s"])
+    assert sum(parts[k] for k in ("before_first_step_s", "steps_s", "after_last_step_s")) == pytest.approx(
+        ours["train_wall_s"]
+    )
     assert 0 < parts["warmup_s"] < parts["before_first_step_s"] and parts["steps_s"] > 0
     assert Path(ours["train_log"]).is_file() and Path(ours["eval_log"]).is_file()
     # each held-out image as the probe recorded it: the images and numbers of splat-plus's own per-image
@@ -538,17 +568,35 @@ def test_step_profiler_breaks_a_real_run_into_sections(tmp_path):
     assert not (tmp_path / "prof" / "lpips-standin").exists()  # splat-plus runs as ns-train would
 
 
+def test_section_timer_restores_the_module_functions_it_patched():
+    """The sections option replaces module-level functions (nerfstudio's writer functions) for the probed
+    run only: restore() puts back the very same objects and removes its garbage-collector callback."""
+    import gc
+
+    from nerfstudio.configs import base_config  # noqa: F401  before the writer: nerfstudio 1.1.5's import cycle
+    from nerfstudio.utils import writer
+
+    from splatbench.sections import SectionTimer
+
+    original = writer.put_scalar
+    timer = SectionTimer()
+    timer.patch(writer, "put_scalar", "between: writer.put_scalar")
+    gc.callbacks.append(timer.gc_callback)
+    assert writer.put_scalar is not original and writer.put_scalar.__wrapped__ is original
+    timer.counting = True
+    writer.put_scalar("x", 1.0, 0)  # timed, and still nerfstudio's function underneath
+    assert timer.calls["between: writer.put_scalar"] == 1
+    timer.restore()
+    assert writer.put_scalar is original and timer.gc_callback not in gc.callbacks
+
+
 def test_step_profiler_gives_stand_in_lpips_weights_only_to_methods_that_need_them(tmp_path, monkeypatch):
     """Offline, splatfacto could not be constructed without AlexNet weights; splat-plus needs none."""
-    import importlib.util
-
     import torch
 
-    import ns_splat_plus.bench.runtime as runtime
+    import splatbench.runtime as runtime
+    from splatbench import profile_step
 
-    spec = importlib.util.spec_from_file_location("profile_step", REPO / "scripts" / "profile_step.py")
-    profile_step = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(profile_step)
     monkeypatch.setattr(runtime, "alexnet_weights_path", lambda: tmp_path / "cache" / "alexnet-owt-7be5be79.pth")
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "cache"))
     assert profile_step.use_lpips_standin("splat-plus", tmp_path / "prof") is None
@@ -571,7 +619,7 @@ def _event(key, device_type, count=1, **times):
 
 
 def test_gpu_busy_sums_device_events_and_divides_by_steps():
-    from ns_splat_plus.bench.gpu_busy import summarize_device_events
+    from splatbench.gpu_busy import summarize_device_events
 
     events = [
         _event("sgemm_kernel", "DeviceType.CUDA", count=8, self_device_time_total=3000.0),  # torch >= 2.4 names
@@ -593,23 +641,50 @@ def test_gpu_busy_sums_device_events_and_divides_by_steps():
 
 
 def test_gpu_busy_breaks_the_time_down_by_kernel_group_and_lists_the_longest_kernels():
-    from ns_splat_plus.bench.gpu_busy import TOP_KERNELS, kernel_group, summarize_device_events
+    from splatbench.gpu_busy import TOP_KERNELS, kernel_group, summarize_device_events
 
     cuda = "DeviceType.CUDA"
     events = [
-        _event("void rasterize_to_pixels_bwd_kernel<3u, float>(unsigned int ...)", cuda, count=4, self_device_time_total=4000.0),
-        _event("void rasterize_to_pixels_fwd_kernel<3u, float>(unsigned int ...)", cuda, count=4, self_device_time_total=2000.0),
-        _event("void at::native::conv_depthwise2d_forward_kernel<1, float>(...)", cuda, count=40, self_device_time_total=1200.0),
+        _event(
+            "void rasterize_to_pixels_bwd_kernel<3u, float>(unsigned int ...)",
+            cuda,
+            count=4,
+            self_device_time_total=4000.0,
+        ),
+        _event(
+            "void rasterize_to_pixels_fwd_kernel<3u, float>(unsigned int ...)",
+            cuda,
+            count=4,
+            self_device_time_total=2000.0,
+        ),
+        _event(
+            "void at::native::conv_depthwise2d_forward_kernel<1, float>(...)",
+            cuda,
+            count=40,
+            self_device_time_total=1200.0,
+        ),
         _event("sm90_xmma_dgrad_implicit_gemm_f32f32", cuda, count=8, self_device_time_total=800.0),
-        _event("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdam>", cuda, count=4, self_device_time_total=600.0),
+        _event(
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdam>",
+            cuda,
+            count=4,
+            self_device_time_total=600.0,
+        ),
         _event("void cub::DeviceRadixSortOnesweepKernel<...>", cuda, count=4, self_device_time_total=200.0),
         _event("void gsplat::isect_tiles<float>(...)", cuda, count=4, self_device_time_total=100.0),
         _event("void fully_fused_projection_fwd_kernel<float>(...)", cuda, count=4, self_device_time_total=100.0),
         _event("Memcpy HtoD (Pinned -> Device)", cuda, count=4, self_device_time_total=40.0),
-        _event("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", cuda, count=80, self_device_time_total=960.0),
+        _event(
+            "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>",
+            cuda,
+            count=80,
+            self_device_time_total=960.0,
+        ),
         _event("ssim_columns_forward", cuda, count=4, self_device_time_total=60.0),
         _event("ssim_rows_backward", cuda, count=4, self_device_time_total=20.0),
-        _event("cudaLaunchKernel", "DeviceType.CPU", count=300, self_device_time_total=9999.0),  # host side: not counted
+        _event(
+            "cudaLaunchKernel", "DeviceType.CPU", count=300, self_device_time_total=9999.0
+        ),  # host side: not counted
     ]
     summary = summarize_device_events(events, steps=4)
     groups = summary["groups_ms"]
@@ -629,8 +704,12 @@ def test_gpu_busy_breaks_the_time_down_by_kernel_group_and_lists_the_longest_ker
         {"method": "splat-plus", "num_gpus": 1, "status": "ok", "gpu_busy": summary},
         {"method": "splatfacto", "num_gpus": 1, "status": "ok", "timing_valid": False, "gpu_busy": summary},
     ]})  # fmt: skip
-    assert "| `splat-plus-1gpu` | 2.52 | 1.00 | 0.50 | 0.50 |" in table and "splatfacto" not in table  # discarded timing
-    assert report.kernel_group_table({"runs": [{"method": "m", "num_gpus": 1, "gpu_busy": {"gpu_busy_ms": 1.0}}]}) is None
+    assert (
+        "| `splat-plus-1gpu` | 2.52 | 1.00 | 0.50 | 0.50 |" in table and "splatfacto" not in table
+    )  # discarded timing
+    assert (
+        report.kernel_group_table({"runs": [{"method": "m", "num_gpus": 1, "gpu_busy": {"gpu_busy_ms": 1.0}}]}) is None
+    )
 
 
 def test_step_time_by_tenth_of_the_run_shows_where_the_schedule_changes_pace():
@@ -656,7 +735,7 @@ def test_step_time_by_tenth_of_the_run_shows_where_the_schedule_changes_pace():
 def test_gpu_busy_window_defaults_and_cpu_path():
     import torch
 
-    from ns_splat_plus.bench.gpu_busy import GpuBusyWindow, default_window_start
+    from splatbench.gpu_busy import GpuBusyWindow, default_window_start
 
     assert default_window_start(skip=100, max_steps=3000, steps=50) == 1525  # centred on steps 100..2999
     assert default_window_start(skip=20, max_steps=80, steps=50) == 25
@@ -691,7 +770,7 @@ def test_gpu_busy_reaches_the_run_record_and_the_table(tmp_path):
 
 
 def test_probe_options_travel_through_the_environment(tmp_path, monkeypatch):
-    from ns_splat_plus.bench.options import GPU_BUSY_STEPS_ENV, PROBE_OUT_ENV, ProbeOptions
+    from splatbench.options import GPU_BUSY_STEPS_ENV, PROBE_OUT_ENV, ProbeOptions
 
     settings = BenchmarkSettings(steps=3000, skip_steps=100, gpu_busy_steps=50, device_type="cpu")
     env = children.child_env(settings, 1, tmp_path / "probe.json")
@@ -736,7 +815,7 @@ def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, mo
     import threading
     import time
 
-    from ns_splat_plus.bench.options import PROBE_OUT_ENV
+    from splatbench.options import PROBE_OUT_ENV
 
     running, overlap, lock = [0], [0], threading.Lock()
 
@@ -768,7 +847,11 @@ def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, mo
     assert all(r["timing_valid"] is False and r["step_time_ms_median"] is None and r["train_wall_s"] is None
                for r in records)  # fmt: skip
     alone = runner.run_batch(settings, batches[0], tmp_path)[0]
-    assert alone["timing_valid"] is True and alone["train_wall_s"] == 9.0 and alone["step_time_ms_median"] == pytest.approx(10.0)
+    assert (
+        alone["timing_valid"] is True
+        and alone["train_wall_s"] == 9.0
+        and alone["step_time_ms_median"] == pytest.approx(10.0)
+    )
     # a quality repeat alone in its command (--repeats 1 --first-repeat 2) may still share the GPU with
     # another command's runs: its timing is discarded too
     single = runner.plan_batches(BenchmarkSettings(methods=["splat-plus"], repeats=1, first_repeat=2, concurrent_quality=True,
@@ -798,7 +881,7 @@ def _repeat_results() -> dict:
 def test_repeat_statistics_mean_sd_and_difference_to_the_reference(tmp_path):
     import statistics
 
-    from ns_splat_plus.bench.stats import summarize_repeats
+    from splatbench.stats import summarize_repeats
 
     results = _repeat_results()
     summary = {s["method"]: s for s in summarize_repeats(results["runs"], "splatfacto")}
@@ -818,7 +901,7 @@ def test_repeat_statistics_mean_sd_and_difference_to_the_reference(tmp_path):
     assert ours["metrics"]["lpips"] == {"n": 0, "mean": None, "sd": None}  # absent, not 0
     assert "vs_reference" not in theirs
     results["summary"] = summarize_repeats(results["runs"], "splatfacto")
-    paths = report.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
+    paths = outputs.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
     markdown = paths["markdown"].read_text()
     assert "| `splat-plus` | 1 | 3/3 (2) | 27.20 ± 0.20 |" in markdown
     assert "psnr +0.20 ± 0.14 dB (n 3 vs 4)" in markdown
@@ -865,7 +948,7 @@ def test_quality_gate_compares_means_of_repeats():
 def test_gpu_busy_window_at_a_fraction_of_each_runs_own_steps(tmp_path, monkeypatch):
     """--gpu-busy-at F: the window opens at F x the run's own step count (a schedule-scaled run, such
     as splat-plus-fast's quarter of the steps, is profiled in the same phase); a start step wins."""
-    from ns_splat_plus.bench.options import GPU_BUSY_AT_ENV, GPU_BUSY_START_ENV, ProbeOptions
+    from splatbench.options import GPU_BUSY_AT_ENV, GPU_BUSY_START_ENV, ProbeOptions
 
     settings = BenchmarkSettings(steps=30000, gpu_busy_steps=50, gpu_busy_at=0.66, device_type="cpu")
     env = children.child_env(settings, 1, tmp_path / "probe.json")
@@ -938,14 +1021,18 @@ def test_train_wall_splits_into_start_up_steps_profiled_window_and_end(tmp_path)
     assert row == "| `splat-plus-2gpu` | 7.0 | 4.0 | 3.0 | 1.5 | 0.6 | 1.5 |"
     res.discard_timing(record, "shared its GPU")
     assert record["train_wall_parts"] is None
-    assert "Training wall time by part" not in report.markdown_report({**fake_results(), "runs": [{**record, "status": "ok"}]})
+    assert "Training wall time by part" not in report.markdown_report(
+        {**fake_results(), "runs": [{**record, "status": "ok"}]}
+    )
 
 
 def test_later_repeats_from_another_command_merge_into_one_report(tmp_path):
     """--first-repeat 2 --concurrent-quality: repeats 2.. of every method, all quality runs, tagged -r2..;
     --from-json A B merges them with the command that made repeat 1 (recomputed summary), and refuses
     other experiments and a repeat present twice."""
-    settings = BenchmarkSettings(methods=["splat-plus", "splatfacto"], repeats=2, first_repeat=2, concurrent_quality=True)
+    settings = BenchmarkSettings(
+        methods=["splat-plus", "splatfacto"], repeats=2, first_repeat=2, concurrent_quality=True
+    )
     batches = runner.plan_batches(settings)
     assert [[(r.tag, r.concurrent) for r in b] for b in batches] == [[
         ("splat-plus-1gpu-r2", True), ("splatfacto-1gpu-r2", True), ("splat-plus-1gpu-r3", True), ("splatfacto-1gpu-r3", True),
@@ -963,7 +1050,13 @@ def test_later_repeats_from_another_command_merge_into_one_report(tmp_path):
     assert cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(out)]) == 0
     merged = json.loads((out / "results.json").read_text())
     assert [(r["method"], r["repeat"]) for r in merged["runs"]] == [
-        ("splat-plus", 1), ("splatfacto", 1), ("splat-plus", 2), ("splatfacto", 2), ("splat-plus", 3), ("splatfacto", 3)]
+        ("splat-plus", 1),
+        ("splatfacto", 1),
+        ("splat-plus", 2),
+        ("splatfacto", 2),
+        ("splat-plus", 3),
+        ("splatfacto", 3),
+    ]
     summary = {s["method"]: s for s in merged["summary"]}
     assert summary["splat-plus"]["metrics"]["psnr"]["n"] == 3
     assert summary["splat-plus"]["metrics"]["psnr"]["mean"] == pytest.approx(27.2)
@@ -972,7 +1065,7 @@ def test_later_repeats_from_another_command_merge_into_one_report(tmp_path):
     assert merged["settings"]["repeats"] == 3 and len(merged["merged_from"]) == 2
     assert "27.20 ± 0.20" in (out / "results.md").read_text()
     # the plot's quality-vs-time points: every repeat's PSNR at the timing run's wall time
-    from ns_splat_plus.bench.plots import quality_vs_time_points
+    from splatbench.plots import quality_vs_time_points
 
     points = {p["method"]: p for p in quality_vs_time_points(merged)}
     assert points["splat-plus"]["psnr"] == pytest.approx(27.2) and points["splat-plus"]["psnr_sd"] == pytest.approx(0.2)
@@ -1120,7 +1213,10 @@ def test_renumber_repeats_pools_several_timed_commands_for_quality_keeping_one_c
     assert summary["splatfacto"]["metrics"]["train_wall_s"]["mean"] == 33.0
     assert merged["merged_from"][1]["renumbered"] == ["splat-plus-1gpu-r1 -> r2", "splatfacto-1gpu-r1 -> r4"]
     assert "renumbered" not in merged["merged_from"][0]
-    assert "(renumbered, timing discarded: splat-plus-1gpu-r1 -> r2, splatfacto-1gpu-r1 -> r4)" in (out / "results.md").read_text()
+    assert (
+        "(renumbered, timing discarded: splat-plus-1gpu-r1 -> r2, splatfacto-1gpu-r1 -> r4)"
+        in (out / "results.md").read_text()
+    )
     assert "--renumber-repeats" in merged["command"]  # the regenerate line repeats it
     with pytest.raises(SystemExit, match="several results files"):
         cli.main(["--from-json", str(a), "--out", str(tmp_path / "one"), "--renumber-repeats"])
@@ -1130,5 +1226,7 @@ def test_renumber_repeats_pools_several_timed_commands_for_quality_keeping_one_c
 def test_every_script_answers_help(script):
     """``--help`` prints the usage and exits 0 (a % in a help string, or a script that insists on its own
     argument layout first, turns it into a traceback or an error)."""
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--help"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / script), "--help"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and "usage:" in done.stdout, done.stdout[-500:] + done.stderr[-2000:]

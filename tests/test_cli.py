@@ -10,17 +10,19 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from ns_splat_plus.synthetic import SceneSpec, make_scene
-
 from inprocess import CPU_CLI_ARGS, console_script  # noqa: E402
+
+from splatbench.scenes import SceneSpec, make_scene
 
 SCENE = SceneSpec(n_views=24, width=64, height=48)
 CPU_ARGS = [
     *CPU_CLI_ARGS,
-    "--pipeline.model.warmup-length", "100",
-    "--pipeline.model.refine-every", "50",
-    "--pipeline.model.sh-degree-interval", "100",
+    "--pipeline.model.warmup-length",
+    "100",
+    "--pipeline.model.refine-every",
+    "50",
+    "--pipeline.model.sh-degree-interval",
+    "100",
 ]
 
 
@@ -30,17 +32,36 @@ def _env() -> dict:
     return env
 
 
-def ns_train(data: Path, out: Path, name: str, steps: int, *extra: str, dataparser=("colmap",)) -> subprocess.CompletedProcess:
-    cmd = [console_script("ns-train"), "splat-plus", "--data", str(data), "--output-dir", str(out),
-           "--experiment-name", name, "--timestamp", "run", "--max-num-iterations", str(steps),
-           *CPU_ARGS, *extra, *dataparser]
+def ns_train(
+    data: Path, out: Path, name: str, steps: int, *extra: str, dataparser=("colmap",)
+) -> subprocess.CompletedProcess:
+    cmd = [
+        console_script("ns-train"),
+        "splat-plus",
+        "--data",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--experiment-name",
+        name,
+        "--timestamp",
+        "run",
+        "--max-num-iterations",
+        str(steps),
+        *CPU_ARGS,
+        *extra,
+        *dataparser,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
 
 
 def ns_eval(config_yml: Path, out_json: Path) -> dict:
     proc = subprocess.run(
         [console_script("ns-eval"), "--load-config", str(config_yml), "--output-path", str(out_json)],
-        capture_output=True, text=True, env=_env(), timeout=300,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out_json.read_text())
@@ -106,7 +127,9 @@ def test_bad_inputs_end_in_one_clear_message(scene, tmp_path):
     no_points = tmp_path / "no_points"
     shutil.copytree(scene, no_points)
     (no_points / "colmap" / "sparse" / "0" / "points3D.txt").unlink()
-    _assert_clear_failure(ns_train(no_points, tmp_path, "no_points", 5), "points3D", "--pipeline.model.random-init True")
+    _assert_clear_failure(
+        ns_train(no_points, tmp_path, "no_points", 5), "points3D", "--pipeline.model.random-init True"
+    )
 
     nan_points = tmp_path / "nan_points"
     shutil.copytree(scene, nan_points)

@@ -91,8 +91,14 @@ def test_cpu_spawn_points_to_torchrun():
 
 def test_slurm_batch_script_uses_its_allocation():
     # sbatch with --gpus-per-node=4, ns-train run directly (no srun): one process that spawns
-    env = {"SLURM_JOB_ID": "77", "SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_GPUS_ON_NODE": "4",
-           "CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_JOB_NODELIST": "gpu01"}
+    env = {
+        "SLURM_JOB_ID": "77",
+        "SLURM_NTASKS": "1",
+        "SLURM_PROCID": "0",
+        "SLURM_GPUS_ON_NODE": "4",
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+        "SLURM_JOB_NODELIST": "gpu01",
+    }
     assert rank_environment(env) is None
     plan = resolve_devices(0, "cuda", env, cuda_device_count=4)
     assert plan.launcher == "ns-train" and plan.num_devices_for_launch == 4
@@ -166,8 +172,16 @@ def test_torchrun_single_process_does_not_spawn():
 
 
 def test_srun_tasks_are_ranks_and_master_is_first_host():
-    env = srun_env(procid=6, ntasks=8, localid=2, nodeid=1, SLURM_STEP_NODELIST="gpu[07-08]",
-                   SLURM_STEP_TASKS_PER_NODE="4(x2)", SLURM_STEP_NUM_NODES="2", CUDA_VISIBLE_DEVICES="0,1,2,3")
+    env = srun_env(
+        procid=6,
+        ntasks=8,
+        localid=2,
+        nodeid=1,
+        SLURM_STEP_NODELIST="gpu[07-08]",
+        SLURM_STEP_TASKS_PER_NODE="4(x2)",
+        SLURM_STEP_NUM_NODES="2",
+        CUDA_VISIBLE_DEVICES="0,1,2,3",
+    )
     plan = resolve_devices(0, "cuda", env, cuda_device_count=4)
     assert plan.launcher == "slurm"
     assert (plan.rank, plan.world_size, plan.local_rank, plan.local_world_size) == (6, 8, 2, 4)
@@ -178,8 +192,9 @@ def test_srun_tasks_are_ranks_and_master_is_first_host():
 
 
 def test_srun_one_gpu_per_task_uses_device_zero():
-    env = srun_env(procid=3, ntasks=4, localid=3, SLURM_JOB_NODELIST="node1", SLURM_TASKS_PER_NODE="4",
-                   CUDA_VISIBLE_DEVICES="3")
+    env = srun_env(
+        procid=3, ntasks=4, localid=3, SLURM_JOB_NODELIST="node1", SLURM_TASKS_PER_NODE="4", CUDA_VISIBLE_DEVICES="3"
+    )
     plan = resolve_devices(0, "cuda", env, cuda_device_count=1)
     assert plan.device_index == 0 and plan.local_world_size == 4
     assert "using 4 of 4 GPUs via slurm" in plan.message

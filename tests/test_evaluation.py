@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 import torch
-
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
+
 from ns_splat_plus import evaluation
 
 
@@ -132,7 +132,10 @@ def test_ns_eval_cli_writes_nerfstudio_json_with_split_per_image_and_null_lpips(
     ns_eval = console_script("ns-eval")
     proc = subprocess.run(
         [str(ns_eval), "--load-config", str(config_path), "--output-path", str(out)],
-        capture_output=True, text=True, timeout=300, env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -144,7 +147,9 @@ def test_ns_eval_cli_writes_nerfstudio_json_with_split_per_image_and_null_lpips(
     assert results["num_gaussians"] == trained.pipeline.model.num_points
     assert results["split"]["held_out"] is True and results["split"]["split"] == "test"
     per_image = results["per_image"]
-    assert [m["image"] for m in per_image] == ["frame_0000.png", "frame_0008.png"] == results["split"]["image_filenames"]
+    assert (
+        [m["image"] for m in per_image] == ["frame_0000.png", "frame_0008.png"] == results["split"]["image_filenames"]
+    )
     assert all(m["lpips"] is None and m["psnr"] > 5.0 for m in per_image)
     assert results["psnr"] == pytest.approx(sum(m["psnr"] for m in per_image) / 2)
     assert results["memory"]["device"] == "cpu" and results["memory"]["eval_peak_bytes"] is None

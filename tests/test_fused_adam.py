@@ -6,15 +6,28 @@ from __future__ import annotations
 import pytest
 import torch
 from gsplat.strategy import ops as gsplat_ops
-
+from inprocess import assert_bitwise_equal
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
 
-from inprocess import assert_bitwise_equal
 from ns_splat_plus.training.optimizers import CheckedOptimizers, adam_fusable, adam_step_all
 
-SHAPES = {"means": (3,), "scales": (3,), "quats": (4,), "features_dc": (3,), "features_rest": (15, 3), "opacities": (1,)}
-LRS = {"means": 1.6e-4, "scales": 0.005, "quats": 0.001, "features_dc": 0.0025, "features_rest": 0.0025 / 20, "opacities": 0.05}
+SHAPES = {
+    "means": (3,),
+    "scales": (3,),
+    "quats": (4,),
+    "features_dc": (3,),
+    "features_rest": (15, 3),
+    "opacities": (1,),
+}
+LRS = {
+    "means": 1.6e-4,
+    "scales": 0.005,
+    "quats": 0.001,
+    "features_dc": 0.0025,
+    "features_rest": 0.0025 / 20,
+    "opacities": 0.05,
+}
 STEPS = 30
 
 
@@ -76,9 +89,7 @@ def test_only_plain_adam_is_fused():
 
 def _checked(fused: bool) -> CheckedOptimizers:
     params = _params()
-    config = {
-        k: {"optimizer": AdamOptimizerConfig(lr=LRS[k], eps=1e-15), "scheduler": None} for k in SHAPES
-    }
+    config = {k: {"optimizer": AdamOptimizerConfig(lr=LRS[k], eps=1e-15), "scheduler": None} for k in SHAPES}
     config["means"]["scheduler"] = ExponentialDecaySchedulerConfig(lr_final=1.6e-6, max_steps=STEPS)
     config["opacities"]["optimizer"] = AdamOptimizerConfig(lr=0.05, eps=1e-15, max_norm=0.01)  # clipped: own step
     return CheckedOptimizers(config, {k: [p] for k, p in params.items()}, fused_adam=fused)
@@ -101,7 +112,9 @@ def test_checked_optimizers_fused_and_per_group_agree_bitwise(monkeypatch):
             optimizers.optimizer_scaler_step_some(scaler, list(SHAPES))
             optimizers.scheduler_step_all(step)
         results[fused] = {k: o.state_dict() for k, o in optimizers.optimizers.items()}
-        results[fused]["params"] = {k: o.param_groups[0]["params"][0].detach() for k, o in optimizers.optimizers.items()}
+        results[fused]["params"] = {
+            k: o.param_groups[0]["params"][0].detach() for k, o in optimizers.optimizers.items()
+        }
     assert calls == [5] * STEPS  # one call per step, for the five unclipped groups
     assert_bitwise_equal(results[True], results[False], "optimizers")
 
@@ -140,3 +153,96 @@ def test_zero_grad_some_clears_exactly_the_named_groups_without_torchs_zero_grad
     cleared = {k for k, o in optimizers.optimizers.items() if o.param_groups[0]["params"][0].grad is None}
     assert cleared == {k for k, o in upstream.optimizers.items() if o.param_groups[0]["params"][0].grad is None}
     assert cleared == {"means", "quats"}
+
+
+# --- the private torch API changed: torch's own Adam, one warning -----------------------------------------
+
+FALLBACK_WARNING = "torch's own Adam steps"
+
+
+def _change_torchs_private_adam(monkeypatch, change: str) -> None:
+    """Simulate a torch whose ``Adam._init_group`` changed, and forget this process's probe and warnings.
+
+    "signature": one more parameter (torch's own step still works, our call would not mean the same);
+    "absent": gone from the class, as if renamed (torch's own step reaches it through the instance)."""
+    from ns_splat_plus.upstream import versions
+
+    monkeypatch.setattr(versions, "PROBES", {})
+    monkeypatch.setattr(versions, "WARNED", set())
+    original = torch.optim.Adam._init_group
+    if change == "signature":
+
+        def init_group(
+            self, group, params_with_grad, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, has_sparse=False
+        ):
+            return original(self, group, params_with_grad, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps)
+
+        monkeypatch.setattr(torch.optim.Adam, "_init_group", init_group)
+    else:
+        monkeypatch.delattr(torch.optim.Adam, "_init_group")
+        monkeypatch.setattr(
+            torch.optim.Adam,
+            "__getattr__",
+            lambda self, name: original.__get__(self) if name == "_init_group" else object.__getattribute__(self, name),
+            raising=False,
+        )
+
+
+@pytest.mark.parametrize("change", ["signature", "absent"])
+def test_a_changed_private_adam_falls_back_to_torchs_adam_with_one_warning(change, monkeypatch, capsys):
+    """Fused Adam asked for, torch's Adam._init_group changed: the probe says so once, and every group
+    steps torch's own Adam, bitwise what per-group torch Adam gives."""
+    import ns_splat_plus.training.optimizers as module
+    from ns_splat_plus import upstream
+
+    reference = _checked(fused=False)
+    _change_torchs_private_adam(monkeypatch, change)
+    monkeypatch.setattr(module, "adam_step_all", lambda opts: pytest.fail("the fused update ran on a changed torch"))
+    upstream.check_versions()  # the start-up check probes it
+    assert not upstream.fused_adam_available() and upstream.probe_private_apis()["fused_adam"] is not None
+    fallback = _checked(fused=True)
+    assert not fallback.fused_adam
+    scaler = torch.cuda.amp.GradScaler(enabled=False)
+    for step in range(STEPS):
+        for optimizers in (reference, fallback):
+            grads = _grads({k: o.param_groups[0]["params"][0] for k, o in optimizers.optimizers.items()}, step)
+            for k, optimizer in optimizers.optimizers.items():
+                optimizer.param_groups[0]["params"][0].grad = grads[k]
+            optimizers.optimizer_scaler_step_some(scaler, list(SHAPES))
+            optimizers.scheduler_step_all(step)
+    for k in SHAPES:
+        assert_bitwise_equal(fallback.optimizers[k].state_dict(), reference.optimizers[k].state_dict(), k)
+        stepped = fallback.optimizers[k].param_groups[0]["params"][0]
+        assert torch.equal(stepped, reference.optimizers[k].param_groups[0]["params"][0])
+    _checked(fused=True)  # a second set of optimizers (a second run in this process): no second warning
+    upstream.check_versions()
+    out = capsys.readouterr().out
+    assert out.count(FALLBACK_WARNING) == 1, out
+    assert "Adam._init_group" in out, out
+
+
+def test_training_steps_with_torchs_adam_when_the_private_api_changed(tmp_path, monkeypatch, capsys):
+    """The whole trainer, --fused-adam on (CPU), torch's Adam._init_group changed: one warning at start-up,
+    and training steps with torch's own Adam (the parameters move; the fused update never runs)."""
+    from inprocess import build_trainer, close_writers, small_scene, trainer_config
+
+    import ns_splat_plus.training.optimizers as module
+
+    _change_torchs_private_adam(monkeypatch, "signature")
+    monkeypatch.setattr(module, "adam_step_all", lambda opts: pytest.fail("the fused update ran on a changed torch"))
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "run", steps=3)
+    config.fused_adam = True
+    config.warmup_steps = 0
+    try:
+        trainer = build_trainer(config)
+        assert not trainer.optimizers.fused_adam
+        before = {k: v.detach().clone() for k, v in trainer.pipeline.model.gauss_params.items()}
+        trainer.train()
+        after = trainer.pipeline.model.gauss_params
+        assert not torch.equal(before["means"], after["means"]) and not torch.equal(
+            before["opacities"], after["opacities"]
+        )
+    finally:
+        close_writers()
+    out = capsys.readouterr().out
+    assert out.count(FALLBACK_WARNING) == 1, out

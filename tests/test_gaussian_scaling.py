@@ -1,4 +1,4 @@
-"""Step time, GPU busy time and memory against the Gaussian count (ns_splat_plus.bench.gaussian_scaling,
+"""Step time, GPU busy time and memory against the Gaussian count (splatbench.gaussian_scaling,
 GpuBusySeries, scripts/gaussian_scaling.py)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from ns_splat_plus.bench import children
-from ns_splat_plus.bench.gaussian_scaling import count_segments, markdown, memory_fit, scaling_summary
-from ns_splat_plus.bench.gpu_busy import GpuBusySeries
-from ns_splat_plus.bench.options import GPU_BUSY_EVERY_ENV, ProbeOptions
-from ns_splat_plus.bench.settings import BenchmarkSettings
+from splatbench import children
+from splatbench.gaussian_scaling import count_segments, markdown, memory_fit, scaling_summary
+from splatbench.gpu_busy import GpuBusySeries
+from splatbench.options import GPU_BUSY_EVERY_ENV, ProbeOptions
+from splatbench.settings import BenchmarkSettings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,9 @@ def test_memory_fit_gives_bytes_per_gaussian_and_the_fixed_part():
     fit = memory_fit(count_segments(_fake_probe()))
     assert fit["bytes_per_gaussian"] == pytest.approx(10.0) and fit["fixed_bytes"] == pytest.approx(1000.0)
     assert memory_fit([{"gaussians": 5, "peak_bytes": 9}])["bytes_per_gaussian"] is None  # one point: no line
-    steep = memory_fit([{"gaussians": 3_000_000, "peak_bytes": 4 << 30}, {"gaussians": 4_000_000, "peak_bytes": 8 << 30}])
+    steep = memory_fit(
+        [{"gaussians": 3_000_000, "peak_bytes": 4 << 30}, {"gaussians": 4_000_000, "peak_bytes": 8 << 30}]
+    )
     assert steep["bytes_per_gaussian"] is None and steep["note"] == "not linear in the count"  # zero would be < 0
     summary = scaling_summary(_fake_probe(), "fake")
     assert summary["max_gaussians"] == 400 and summary["train_peak_bytes"] == 1000 + 4000 + 5000
@@ -93,7 +95,7 @@ def test_busy_every_travels_to_the_probe(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_gaussian_scaling_script_on_cpu(tmp_path):
     """The real script on a tiny scene: densification grows the count; one row per count, a plot."""
-    from ns_splat_plus.synthetic import SceneSpec, make_scene
+    from splatbench.scenes import SceneSpec, make_scene
 
     scene = make_scene(tmp_path / "scene", SceneSpec(n_views=16, width=48, height=36, focal=42.0))
     out = tmp_path / "scaling"

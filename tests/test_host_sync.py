@@ -17,7 +17,6 @@ import warnings
 
 import pytest
 import torch
-
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]

@@ -9,16 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 
-from inprocess import build_trainer, close_writers, small_scene, trainer_config
 from ns_splat_plus import upstream
 from ns_splat_plus.parallel import camera_for_step
 from ns_splat_plus.training import datamanager as dm_module
 from ns_splat_plus.training.datamanager import SplatPlusDataManagerConfig
-from ns_splat_plus.training.image_memory import choose_image_memory
-from ns_splat_plus.training.image_store import StreamingImageStore
+from ns_splat_plus.training.images.plan import choose_image_memory
+from ns_splat_plus.training.images.stores import StreamingImageStore
 
 GIB = 1 << 30
 K4 = (2160, 3840)
@@ -74,8 +73,12 @@ def scenes(tmp_path_factory):
 
 def _datamanager(scene: Path, image_memory: str = "auto", buffer: int = 16):
     config = SplatPlusDataManagerConfig(
-        data=scene, dataparser=ColmapDataParserConfig(), cache_images_type="uint8",
-        image_memory=image_memory, stream_buffer=buffer, stream_workers=2,
+        data=scene,
+        dataparser=ColmapDataParserConfig(),
+        cache_images_type="uint8",
+        image_memory=image_memory,
+        stream_buffer=buffer,
+        stream_workers=2,
     )
     return config.setup(device="cpu")
 
@@ -123,7 +126,7 @@ def test_each_step_gets_the_image_of_the_camera_order(scenes, scene_name, image_
 def test_eval_images_are_nerfstudios_pixels_and_intrinsics(scenes, scene_name, monkeypatch):
     """The eval cache (decoded like the train images, into pinned blocks on CUDA) holds what nerfstudio
     1.1.5's ``_load_images("eval")`` would: the same pixels and the same undistorted eval cameras."""
-    from ns_splat_plus.training import image_loading
+    from ns_splat_plus.training.images import load as image_loading
 
     scene = scenes[scene_name]
     reference = _datamanager(scene)
@@ -139,7 +142,9 @@ def test_eval_images_are_nerfstudios_pixels_and_intrinsics(scenes, scene_name, m
         assert ours["image"].dtype == torch.uint8 and torch.equal(ours["image"], theirs["image"])
         assert ours["image_idx"] == theirs["image_idx"]
     for attr in ("fx", "fy", "cx", "cy", "width", "height"):
-        assert torch.equal(getattr(datamanager.eval_dataset.cameras, attr), getattr(reference.eval_dataset.cameras, attr)), attr
+        assert torch.equal(
+            getattr(datamanager.eval_dataset.cameras, attr), getattr(reference.eval_dataset.cameras, attr)
+        ), attr
     if scene_name == "distorted":  # undistortion really changed the eval cameras
         assert not torch.equal(reference.eval_dataset.cameras.fx, _datamanager(scene).eval_dataset.cameras.fx)
 
@@ -176,12 +181,12 @@ def test_streaming_trains_exactly_like_host_memory(scenes, host_trainer, tmp_pat
 def test_startup_time_is_printed_and_written(host_trainer, monkeypatch, capsys):
     from nerfstudio.utils import writer
 
-    from ns_splat_plus.training import image_loading
+    from ns_splat_plus.training import startup
 
     written = {}
     monkeypatch.setattr(writer, "put_scalar", lambda name, scalar, step: written.update({name: (scalar, step)}))
-    seconds = image_loading.report_startup(host_trainer)
-    assert written[image_loading.STARTUP_SCALAR] == (seconds, 0) and seconds > 0
+    seconds = startup.report_startup(host_trainer)
+    assert written[startup.STARTUP_SCALAR] == (seconds, 0) and seconds > 0
     assert "from process start to the first training step" in capsys.readouterr().out
 
 
@@ -204,8 +209,11 @@ def test_out_of_memory_in_a_step_is_one_message(host_trainer, monkeypatch):
     assert f"with {model.num_points:,} Gaussians" in message
     assert "rendering a 48x36 image" in message
     for setting in (
-        "--pipeline.model.densify-grad-thresh", "--pipeline.model.cull-alpha-thresh", "--pipeline.model.max-gs-num",
-        "--pipeline.datamanager.image-memory stream", "fewer cameras per step",
+        "--pipeline.model.densify-grad-thresh",
+        "--pipeline.model.cull-alpha-thresh",
+        "--pipeline.model.max-gs-num",
+        "--pipeline.datamanager.image-memory stream",
+        "fewer cameras per step",
     ):
         assert setting in message, setting
     assert caught.value.__context__ is None  # no CUDA traceback chained to the message
@@ -235,7 +243,7 @@ def test_the_model_option_reaches_the_strategy():
 
     for strategy in ("default", "mcmc"):
         config = SplatPlusModelConfig(strategy=strategy, empty_cache_after_refine=False)
-        built = build_strategy(StrategyOptions.from_model_config(config, num_train_data=10, world_size=1))
+        built = build_strategy(StrategyOptions.from_model_config(config, num_train_data=10, world_size=1, rng_seed=0))
         assert built.empty_cache_after_refine is False
 
 
@@ -243,7 +251,7 @@ def test_the_model_option_reaches_the_strategy():
 
 
 def test_large_scene_is_read_by_nerfstudios_colmap_dataparser(tmp_path):
-    from ns_splat_plus.synthetic_large import make_large_scene
+    from splatbench.scenes import make_large_scene
 
     scene = make_large_scene(tmp_path / "large", n_views=6, width=64, height=48, n_gaussians=2000, device="cpu")
     parser = ColmapDataParserConfig(data=scene).setup()
@@ -262,7 +270,7 @@ def test_large_scene_is_read_by_nerfstudios_colmap_dataparser(tmp_path):
 
 
 def test_pinned_slabs_pack_images_into_a_few_blocks():
-    from ns_splat_plus.training.image_store import PinnedSlabs, slab_size_for
+    from ns_splat_plus.training.images.stores import PinnedSlabs, slab_size_for
 
     # 875 images of 3840x2160x3 bytes: 1 GiB blocks of 43 (21 GiB), not 875 blocks of 32 MiB (27.3 GiB)
     assert slab_size_for(3840 * 2160 * 3, 875) == 1 << 30
@@ -286,7 +294,7 @@ def test_pinned_slabs_pack_images_into_a_few_blocks():
 
 
 def test_pinned_host_images_share_blocks_sized_to_the_dataset(monkeypatch):
-    from ns_splat_plus.training import image_store
+    from ns_splat_plus.training.images import stores as image_store
 
     class Unpinned(image_store.PinnedSlabs):  # no CUDA here: same code path, ordinary memory
         def __init__(self, slab_bytes, pin=True):
@@ -313,7 +321,7 @@ def test_pinned_host_images_share_blocks_sized_to_the_dataset(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_pinned_host_images_are_page_locked_without_per_image_rounding():
-    from ns_splat_plus.training.image_store import load_host_images
+    from ns_splat_plus.training.images.stores import load_host_images
 
     shape = (700, 1000, 3)  # 2.1 MB: a pinned allocation of its own would take 4 MiB
     store = load_host_images(lambda i: {"image": torch.full(shape, i, dtype=torch.uint8)}, 12, workers=4, pin=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from ns_splat_plus import upstream
-from ns_splat_plus.model import kernel_launch
-from ns_splat_plus.model.kernel_launch import KernelLauncher, signature
+from ns_splat_plus.kernels import launch
+from ns_splat_plus.kernels.launch import KernelLauncher, signature
 
 
 class _Compiled:
@@ -35,7 +35,9 @@ class _Kernel:
 def _launcher(monkeypatch):
     direct = []
     monkeypatch.setattr(upstream, "is_compiled_triton_kernel", lambda obj: isinstance(obj, _Compiled))
-    monkeypatch.setattr(upstream, "launch_compiled_triton", lambda compiled, grid, args: direct.append((compiled, grid, args)))
+    monkeypatch.setattr(
+        upstream, "launch_compiled_triton", lambda compiled, grid, args: direct.append((compiled, grid, args))
+    )
     kernel = _Kernel()
     return KernelLauncher(kernel), kernel, direct
 
@@ -80,7 +82,7 @@ def test_the_interpreter_always_dispatches(monkeypatch):
 
 def test_the_cache_starts_over_beyond_its_size(monkeypatch):
     launcher, kernel, direct = _launcher(monkeypatch)
-    monkeypatch.setattr(kernel_launch, "MAX_SIGNATURES", 2)
+    monkeypatch.setattr(launch, "MAX_SIGNATURES", 2)
     for n in (1, 2, 3, 3):
         launcher((1,), torch.zeros(4), n + 100)
     assert len(launcher.compiled) == 1 and len(direct) == 1

@@ -6,9 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
 from nerfstudio.utils import writer
+
 from ns_splat_plus.training.loop import put_step_times
 
 ITER = writer.EventName.ITER_TRAIN_TIME.value

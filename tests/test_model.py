@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
 from nerfstudio.cameras.cameras import Cameras, CameraType
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from nerfstudio.models.splatfacto import SplatfactoModel
 
-from inprocess import build_trainer, close_writers, small_scene, trainer_config
-from ns_splat_plus.model.render import HOST_IMAGE_SIZE
-from ns_splat_plus.model.render import render_intrinsics
+from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, render_intrinsics
 
 
 def _camera(width: int, height: int) -> Cameras:
@@ -87,7 +85,9 @@ def test_the_loss_takes_its_ssim_from_the_configured_training_ssim(trainer, monk
     outputs = model.get_outputs(camera)
     calls = []
     forward = model.loss_ssim.forward
-    monkeypatch.setattr(model.loss_ssim, "forward", lambda a, b: calls.append((a.shape, b.requires_grad)) or forward(a, b))
+    monkeypatch.setattr(
+        model.loss_ssim, "forward", lambda a, b: calls.append((a.shape, b.requires_grad)) or forward(a, b)
+    )
     model.get_loss_dict(outputs, batch)
     # one call, splatfacto's argument order: ground truth [1, 3, H, W] first, the render (with gradient) second
     assert calls == [((1, 3, *outputs["rgb"].shape[:2]), True)]
@@ -97,10 +97,10 @@ def test_training_cameras_are_made_once_and_keep_their_view_matrix_and_intrinsic
     """A camera's [1] Cameras is sliced once and handed out at each of its steps; the model keeps its
     view matrix, its inverse (handed to the rasterizer) and K in the camera's render cache: the same
     numbers as computing them each step."""
-    from ns_splat_plus.model import model as model_module
     from nerfstudio.models.splatfacto import get_viewmat
 
-    from ns_splat_plus.model.render import RENDER_CACHE
+    from ns_splat_plus.model import model as model_module
+    from ns_splat_plus.model.cameras import RENDER_CACHE
     from ns_splat_plus.parallel import camera_for_step
 
     model, datamanager = trainer.pipeline.model, trainer.pipeline.datamanager
@@ -114,7 +114,9 @@ def test_training_cameras_are_made_once_and_keep_their_view_matrix_and_intrinsic
     camera.metadata[RENDER_CACHE].clear()  # earlier tests of this module may have rendered it
     handed = []
     rasterize = model_module.rasterize
-    monkeypatch.setattr(model_module, "rasterize", lambda *a, **kw: handed.append(kw["camtoworlds"]) or rasterize(*a, **kw))
+    monkeypatch.setattr(
+        model_module, "rasterize", lambda *a, **kw: handed.append(kw["camtoworlds"]) or rasterize(*a, **kw)
+    )
     model.get_outputs(camera)
     model.get_outputs(camera)
     scale = 1.0 / model._get_downscale_factor()
@@ -126,3 +128,19 @@ def test_training_cameras_are_made_once_and_keep_their_view_matrix_and_intrinsic
     K, W, H = cache[("intrinsics", scale)]
     K_now, W_now, H_now = render_intrinsics(camera, scale)
     assert torch.equal(K, K_now) and (W, H) == (W_now, H_now)
+
+
+def test_the_strategy_draws_from_the_seed_the_model_resolved(trainer):
+    """The model passes its resolved seed into the strategy options (strategy/ does not import model/)."""
+    from ns_splat_plus.model.init import DEFAULT_SEED
+
+    model = trainer.pipeline.model
+    configured = model.config.init_seed
+    try:
+        for init_seed, expected in ((1234, 1234), (None, DEFAULT_SEED)):
+            model.config.init_seed = init_seed
+            model._build_strategy()
+            assert model.strategy.rng_seed == expected
+    finally:
+        model.config.init_seed = configured
+        model._build_strategy()

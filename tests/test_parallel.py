@@ -14,15 +14,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from inprocess import console_script  # noqa: E402
 
 from ns_splat_plus import parallel
 from ns_splat_plus.parallel import devices
 from ns_splat_plus.parallel.devices import DeviceResolutionError
-from ns_splat_plus.synthetic import SceneSpec, make_scene
-
-from inprocess import console_script  # noqa: E402
-
-
+from splatbench.scenes import SceneSpec, make_scene
 
 # --- camera shards ------------------------------------------------------------------------------------
 
@@ -58,7 +55,14 @@ def test_scale_schedule_rule():
     assert changes
     m, b = config.pipeline.model, base.pipeline.model
     assert config.max_num_iterations == math.ceil(base.max_num_iterations / 4)
-    for name in ("warmup_length", "refine_every", "stop_split_at", "stop_screen_size_at", "sh_degree_interval", "resolution_schedule"):
+    for name in (
+        "warmup_length",
+        "refine_every",
+        "stop_split_at",
+        "stop_screen_size_at",
+        "sh_degree_interval",
+        "resolution_schedule",
+    ):
         assert getattr(m, name) == math.ceil(getattr(b, name) / 4), name
     assert m.reset_alpha_every == b.reset_alpha_every  # counted in refine intervals: follows refine_every
     means, base_means = config.optimizers["means"], base.optimizers["means"]
@@ -101,7 +105,14 @@ def test_steps_scaler_compresses_the_whole_schedule():
     assert parallel.scale_schedule(config, 1, config.data_parallel)
     m, b = config.pipeline.model, base.pipeline.model
     assert config.max_num_iterations == 24000
-    for name in ("warmup_length", "refine_every", "stop_split_at", "stop_screen_size_at", "sh_degree_interval", "resolution_schedule"):
+    for name in (
+        "warmup_length",
+        "refine_every",
+        "stop_split_at",
+        "stop_screen_size_at",
+        "sh_degree_interval",
+        "resolution_schedule",
+    ):
         assert getattr(m, name) == math.ceil(getattr(b, name) * 0.8), name
     means, base_means = config.optimizers["means"], base.optimizers["means"]
     assert means["scheduler"].max_steps == 24000  # the learning rate decays over the shorter run
@@ -244,7 +255,9 @@ def test_a_dying_rank_stops_the_others(tmp_path):
     start = time.monotonic()
     proc = subprocess.run(
         [console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()), str(script)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     elapsed = time.monotonic() - start
     output = proc.stdout + proc.stderr
@@ -259,9 +272,22 @@ def test_a_dying_rank_stops_the_others(tmp_path):
 
 def test_cli_rejects_cpu_spawn_and_points_to_torchrun(tmp_path):
     proc = subprocess.run(
-        [console_script("ns-train"), "splat-plus", "--data", str(tmp_path), "--output-dir", str(tmp_path / "out"),
-         "--machine.device-type", "cpu", "--machine.num-devices", "2", "colmap"],
-        capture_output=True, text=True, timeout=120,
+        [
+            console_script("ns-train"),
+            "splat-plus",
+            "--data",
+            str(tmp_path),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--machine.device-type",
+            "cpu",
+            "--machine.num-devices",
+            "2",
+            "colmap",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
@@ -273,9 +299,21 @@ def test_cli_rejects_cpu_spawn_and_points_to_torchrun(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_cli_cuda_without_gpu_is_a_clear_error(tmp_path):
     proc = subprocess.run(
-        [console_script("ns-train"), "splat-plus", "--data", str(tmp_path), "--output-dir", str(tmp_path / "out"),
-         "--machine.num-devices", "2", "colmap"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+        [
+            console_script("ns-train"),
+            "splat-plus",
+            "--data",
+            str(tmp_path),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--machine.num-devices",
+            "2",
+            "colmap",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
     )
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
@@ -288,17 +326,40 @@ def test_cli_cuda_without_gpu_is_a_clear_error(tmp_path):
 def test_torchrun_two_cpu_ranks_stay_identical_through_densification(tmp_path, method):
     scene = make_scene(tmp_path / "scene", SceneSpec(n_views=24, width=64, height=48))
     cmd = [
-        console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()),
-        console_script("ns-train"), method, "--data", str(scene), "--output-dir", str(tmp_path / "out"),
-        "--experiment-name", "dp", "--timestamp", "run",
-        "--machine.device-type", "cpu", "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
-        "--logging.local-writer.enable", "False",
+        console_script("torchrun"),
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(_free_port()),
+        console_script("ns-train"),
+        method,
+        "--data",
+        str(scene),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--experiment-name",
+        "dp",
+        "--timestamp",
+        "run",
+        "--machine.device-type",
+        "cpu",
+        "--vis",
+        "tensorboard",
+        "--viewer.quit-on-train-completion",
+        "True",
+        "--logging.local-writer.enable",
+        "False",
         # the single-process schedule below, run by 2 ranks: scaled to 30 steps, refine every 5 from step 5
-        "--max-num-iterations", "60",
-        "--pipeline.model.num-downscales", "0",
-        "--pipeline.model.warmup-length", "10",
-        "--pipeline.model.refine-every", "10",
-        "--data-parallel.replica-check-every", "5",
+        "--max-num-iterations",
+        "60",
+        "--pipeline.model.num-downscales",
+        "0",
+        "--pipeline.model.warmup-length",
+        "10",
+        "--pipeline.model.refine-every",
+        "10",
+        "--data-parallel.replica-check-every",
+        "5",
         "colmap",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -332,33 +393,91 @@ def test_torchrun_two_cpu_ranks_stay_identical_through_densification(tmp_path, m
     if method == "splat-plus":
         # resume with another number of ranks: refused (its learning rates, betas and schedule are 2-rank ones)
         resumed = subprocess.run(
-            [console_script("ns-train"), method, "--data", str(scene), "--output-dir", str(tmp_path / "one"),
-             "--machine.device-type", "cpu", "--vis", "tensorboard", "--max-num-iterations", "60",
-             "--load-dir", str(run / "nerfstudio_models"), "colmap"],
-            capture_output=True, text=True, timeout=300,
+            [
+                console_script("ns-train"),
+                method,
+                "--data",
+                str(scene),
+                "--output-dir",
+                str(tmp_path / "one"),
+                "--machine.device-type",
+                "cpu",
+                "--vis",
+                "tensorboard",
+                "--max-num-iterations",
+                "60",
+                "--load-dir",
+                str(run / "nerfstudio_models"),
+                "colmap",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         text = resumed.stdout + resumed.stderr
         assert resumed.returncode != 0 and "Traceback" not in text, text[-3000:]
-        assert "written by a run on 2 rank(s) and this run has 1" in text and "--machine.num-devices 2" in text, text[-3000:]
+        assert "written by a run on 2 rank(s) and this run has 1" in text and "--machine.num-devices 2" in text, text[
+            -3000:
+        ]
 
 
 @pytest.mark.slow
 def test_a_one_process_checkpoint_is_refused_on_two_ranks(tmp_path):
     scene = make_scene(tmp_path / "scene", SceneSpec(n_views=8, width=32, height=24, focal=28.0, n_points=200))
-    common = ["--data", str(scene), "--machine.device-type", "cpu", "--vis", "tensorboard",
-              "--pipeline.model.num-downscales", "0", "--warmup-steps", "0"]
+    common = [
+        "--data",
+        str(scene),
+        "--machine.device-type",
+        "cpu",
+        "--vis",
+        "tensorboard",
+        "--pipeline.model.num-downscales",
+        "0",
+        "--warmup-steps",
+        "0",
+    ]
     first = subprocess.run(
-        [console_script("ns-train"), "splat-plus", *common, "--output-dir", str(tmp_path / "one"),
-         "--experiment-name", "e", "--timestamp", "t", "--max-num-iterations", "4", "colmap"],
-        capture_output=True, text=True, timeout=300,
+        [
+            console_script("ns-train"),
+            "splat-plus",
+            *common,
+            "--output-dir",
+            str(tmp_path / "one"),
+            "--experiment-name",
+            "e",
+            "--timestamp",
+            "t",
+            "--max-num-iterations",
+            "4",
+            "colmap",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
     load_dir = tmp_path / "one" / "e" / "splat-plus" / "t" / "nerfstudio_models"
     resumed = subprocess.run(
-        [console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(_free_port()),
-         console_script("ns-train"), "splat-plus", *common, "--output-dir", str(tmp_path / "two"),
-         "--max-num-iterations", "20", "--load-dir", str(load_dir), "colmap"],
-        capture_output=True, text=True, timeout=300,
+        [
+            console_script("torchrun"),
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(_free_port()),
+            console_script("ns-train"),
+            "splat-plus",
+            *common,
+            "--output-dir",
+            str(tmp_path / "two"),
+            "--max-num-iterations",
+            "20",
+            "--load-dir",
+            str(load_dir),
+            "colmap",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     text = resumed.stdout + resumed.stderr
     assert resumed.returncode != 0, text[-3000:]
@@ -393,13 +512,21 @@ def test_srun_tasks_form_one_process_group(tmp_path):
     port = _free_port()
     procs = []
     for procid in range(2):
-        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+        }
         env.update({
             "SLURM_JOB_ID": "4242", "SLURM_PROCID": str(procid), "SLURM_LOCALID": str(procid), "SLURM_NODEID": "0",
             "SLURM_STEP_NUM_TASKS": "2", "SLURM_NTASKS": "2", "SLURM_STEP_TASKS_PER_NODE": "2",
             "SLURM_STEP_NUM_NODES": "1", "SLURM_STEP_NODELIST": "localhost", "MASTER_PORT": str(port),
         })  # fmt: skip
-        procs.append(subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+        )
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     for procid, (p, out) in enumerate(zip(procs, outputs)):
         assert p.returncode == 0, out
@@ -457,8 +584,15 @@ def test_node_local_groups_follow_the_placement_not_rank_blocks():
     assert node_groups([0, 1, 0, 1]) == [[0, 2], [1, 3]]  # cyclic
     assert node_groups([0, 0, 1, 1]) == [[0, 1], [2, 3]]  # block
     assert node_groups([1, 0, 1, 0, 2]) == [[0, 2], [1, 3], [4]]  # uneven, nodes in order of first rank
-    env = {"SLURM_JOB_ID": "7", "SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NODEID": "0",
-           "SLURM_LOCALID": "1", "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NUM_NODES": "2",
-           "SLURM_STEP_NODELIST": "gpu[01-02]"}
+    env = {
+        "SLURM_JOB_ID": "7",
+        "SLURM_PROCID": "2",
+        "SLURM_STEP_NUM_TASKS": "4",
+        "SLURM_NODEID": "0",
+        "SLURM_LOCALID": "1",
+        "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+        "SLURM_STEP_NUM_NODES": "2",
+        "SLURM_STEP_NODELIST": "gpu[01-02]",
+    }
     plan = devices.resolve_devices(0, "cpu", env, 0)
     assert (plan.rank, plan.node_rank, plan.local_rank) == (2, 0, 1)  # rank 2 on node 0: cyclic placement

@@ -1,5 +1,6 @@
-"""splatfacto's photometric loss in the fused kernels (background composite + L1 + SSIM) against
-its PyTorch form in float64, and the model's use of it.
+"""splatfacto's photometric loss, written once (ns_splat_plus/model/loss.py): its fused backend
+(background composite + L1 + SSIM in the kernels) against the PyTorch reference on the same inputs,
+the cases where the fused backend declines, the kernels against a float64 form, and the model's use.
 
 CPU checks run the kernels in Triton's interpreter in a child process (tests/interpreted.py); the
 `gpu` test runs them compiled at training's sizes.
@@ -12,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from interpreted import main, run_interpreted
 from pytorch_msssim import SSIM
 
-from interpreted import main, run_interpreted
-from ns_splat_plus.model.photometric_loss import fused_photometric_loss
+from ns_splat_plus.model.fused_loss import fused_photometric_loss
 
 # float32 sums against a float64 reference: measured ~1e-8 (value) and ~2e-7 (relative gradient norms)
 VALUE_TOLERANCE = 1e-6
@@ -65,6 +66,91 @@ def _check_against_reference(colors, alphas, background, gt, grad_scale=1.0):
     assert _relative(colors.grad, grad_scale * ref_colors) < GRADIENT_TOLERANCE
     assert _relative(alphas.grad, grad_scale * ref_alphas) < GRADIENT_TOLERANCE
     return colors.grad, alphas.grad
+
+
+# --- the loss written once: photometric_loss's two backends on the same inputs ------------------------------
+
+
+@pytest.mark.parametrize("ssim_lambda", [SSIM_LAMBDA, 0.7])
+@pytest.mark.parametrize("shape,gt_uint8", [((1, 23, 37), True), ((3, 19, 26), False)])
+def test_fused_backend_computes_the_reference_loss(shape, gt_uint8, ssim_lambda):
+    """photometric_loss(fused=True), where the kernels apply (B = 1 and B = 3), against
+    photometric_loss(fused=False), the PyTorch reference the model runs by default: value and gradients.
+    Fails when the reference is edited (weighting, composite, L1, SSIM) and the kernels are not."""
+    run_interpreted(__file__, "check_backends_agree", shape, gt_uint8, ssim_lambda)
+
+
+@pytest.mark.parametrize("case", ["mask", "mask-batched", "rgb-only", "pytorch-msssim", "float64-gt", "too-small"])
+def test_fused_backend_declines_and_the_reference_runs(case):
+    """Where the kernels do not compute the function (masks, a composite already made, the SSIM kernel
+    set to pytorch_msssim, another ground-truth dtype, images under the SSIM window), photometric_loss
+    runs the reference: bitwise photometric_loss(fused=False), and the fused backend is never called."""
+    run_interpreted(__file__, "check_declines", case)
+
+
+def _training_outputs(colors, alphas, background):
+    from ns_splat_plus.model.images import TrainingOutputs
+
+    return TrainingOutputs(batched=True, render_colors=colors, render_alphas=alphas, background=background)
+
+
+def _loss_and_grads(colors, alphas, background, gt, ssim_lambda, fused, mask=None, kernel="auto", rgb_only=False):
+    """photometric_loss and its gradients for colors and alphas, and how often the fused backend ran."""
+    from ns_splat_plus.model import loss as loss_module
+    from ns_splat_plus.model.images import composite
+    from ns_splat_plus.model.ssim import TrainingSSIM
+
+    colors = colors.detach().clone().requires_grad_()
+    alphas = alphas.detach().clone().requires_grad_()
+    outputs = _training_outputs(colors, alphas, background)
+    if rgb_only:
+        outputs = {"rgb": composite(colors, alphas, background)}
+    calls = []
+    real = loss_module.fused_photometric_loss
+    loss_module.fused_photometric_loss = lambda *a: calls.append(1) or real(*a)
+    try:
+        loss = loss_module.photometric_loss(outputs, gt, TrainingSSIM(kernel), ssim_lambda, mask=mask, fused=fused)
+    finally:
+        loss_module.fused_photometric_loss = real
+    loss.backward()
+    return loss.detach(), colors.grad, alphas.grad, len(calls)
+
+
+def check_backends_agree(shape, gt_uint8, ssim_lambda):
+    batch, height, width = shape
+    inputs = _render(batch, height, width, seed=height * width, gt_uint8=gt_uint8)
+    reference = _loss_and_grads(*inputs, ssim_lambda, fused=False, kernel="pytorch-msssim")
+    fused = _loss_and_grads(*inputs, ssim_lambda, fused=True)
+    assert reference[3] == 0 and fused[3] == 1  # the reference in PyTorch, the other through the kernels
+    assert abs(float(fused[0]) - float(reference[0])) < VALUE_TOLERANCE, (float(fused[0]), float(reference[0]))
+    assert _relative(fused[1], reference[1]) < GRADIENT_TOLERANCE
+    assert _relative(fused[2], reference[2]) < GRADIENT_TOLERANCE
+
+
+def check_declines(case):
+    colors, alphas, background, gt = _render(2 if case == "mask-batched" else 1, 17, 29, seed=7, gt_uint8=True)
+    options = {}
+    if case.startswith("mask"):
+        options["mask"] = (torch.rand(alphas.shape, generator=torch.Generator().manual_seed(8)) > 0.3).float()
+    elif case == "rgb-only":
+        options["rgb_only"] = True
+    elif case == "pytorch-msssim":
+        options["kernel"] = "pytorch-msssim"
+    elif case == "float64-gt":
+        gt = gt.double() / 255.0
+    elif case == "too-small":
+        colors, alphas, gt = colors[:, :10], alphas[:, :10], gt[:, :10]
+    declined = _loss_and_grads(colors, alphas, background, gt, SSIM_LAMBDA, fused=True, **options)
+    reference = _loss_and_grads(colors, alphas, background, gt, SSIM_LAMBDA, fused=False, **options)
+    assert declined[3] == 0 and reference[3] == 0
+    for a, b in zip(declined[:3], reference[:3]):
+        assert torch.equal(a, b)
+    if case.startswith("mask"):  # the mask acts: without it the loss differs
+        unmasked = _loss_and_grads(colors, alphas, background, gt, SSIM_LAMBDA, fused=False)
+        assert abs(float(unmasked[0]) - float(reference[0])) > 1e-3
+
+
+# --- the kernels against a float64 form of splatfacto's loss -----------------------------------------------
 
 
 @pytest.mark.parametrize("shape", [(1, 23, 37), (2, 15, 300)])  # odd sizes; 300 > one block of columns
@@ -118,11 +204,11 @@ def check_model_fused_path():
     """Off by default; with --pipeline.model.fused-loss the model's training loss goes through the fused
     kernels and gives the PyTorch path's loss and parameter gradients: uint8 ground truth at full
     size, float after the 2x downscale."""
+    from inprocess import build_trainer, close_writers, small_scene, trainer_config
     from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
-    from inprocess import build_trainer, close_writers, small_scene, trainer_config
-    from ns_splat_plus.model import model as model_module
-    from ns_splat_plus.model.render import TrainingOutputs
+    from ns_splat_plus.model import loss as loss_module
+    from ns_splat_plus.model.images import TrainingOutputs
 
     with tempfile.TemporaryDirectory() as tmp:
         config = trainer_config(small_scene(Path(tmp) / "scene"), Path(tmp) / "run", steps=10)
@@ -131,8 +217,8 @@ def check_model_fused_path():
         trainer = build_trainer(config)
         model = trainer.pipeline.model
         fused_calls = []  # the ground truth's dtype of each fused call
-        fused = model_module.fused_photometric_loss
-        model_module.fused_photometric_loss = lambda *a: fused_calls.append(a[3].dtype) or fused(*a)
+        fused = loss_module.fused_photometric_loss
+        loss_module.fused_photometric_loss = lambda *a: fused_calls.append(a[3].dtype) or fused(*a)
         try:
             assert not model.config.fused_loss  # off by default: the PyTorch loss, no fused call
             for callback in trainer.callbacks:
@@ -159,15 +245,19 @@ def check_model_fused_path():
                 assert len(fused_calls) == 1 + (step > 0) and "rgb" in outputs
                 torch_grads = torch.autograd.grad(torch_loss, params)
                 assert abs(float(fused_loss) - float(torch_loss)) < VALUE_TOLERANCE
-                assert _relative(torch.cat([g.reshape(-1) for g in fused_grads]),
-                                 torch.cat([g.reshape(-1) for g in torch_grads])) < GRADIENT_TOLERANCE
+                assert (
+                    _relative(
+                        torch.cat([g.reshape(-1) for g in fused_grads]), torch.cat([g.reshape(-1) for g in torch_grads])
+                    )
+                    < GRADIENT_TOLERANCE
+                )
                 total = float(torch.cat([g.reshape(-1) for g in torch_grads]).norm())
                 for name, a, b in zip(model.gauss_params.keys(), fused_grads, torch_grads):
                     # float32 on both sides: relative to each gradient, or to the whole where one is ~0
                     # (features_rest at SH degree 0; quats of the isotropic initial Gaussians, 1e-8 of it)
                     assert (a - b).norm() <= 1e-4 * max(float(b.norm()), 1e-2 * total), name
         finally:
-            model_module.fused_photometric_loss = fused
+            loss_module.fused_photometric_loss = fused
             close_writers()
 
 
@@ -181,7 +271,6 @@ def test_fused_loss_on_cuda_matches_float64(shape):
     _check_against_reference(*_render(batch, height, width, seed=3, gt_uint8=True, device="cuda"))
 
 
-
 @pytest.mark.gpu
 def test_direct_kernel_launches_give_the_numbers_of_tritons_dispatch():
     """The kernels launched without JITFunction.run (kernel_launch.KernelLauncher, from the second call
@@ -189,7 +278,7 @@ def test_direct_kernel_launches_give_the_numbers_of_tritons_dispatch():
     uint8 and float ground truth (two signatures), and every launch after the first is direct."""
     if not torch.cuda.is_available():
         pytest.fail("needs CUDA")
-    from ns_splat_plus.model import ssim_kernels
+    from ns_splat_plus.kernels import ssim as ssim_kernels
 
     launchers = ssim_kernels._launchers()
     for launcher in launchers:

@@ -9,7 +9,7 @@ import torch
 
 from ns_splat_plus.raster import rasterize
 from ns_splat_plus.raster.tile_bounds import tile_radii_torch
-from ns_splat_plus.synthetic import SceneSpec, camera_poses
+from splatbench.scenes import SceneSpec, camera_poses
 
 
 def _scene(n: int = 300, seed: int = 0, device: str = "cpu"):
@@ -30,8 +30,14 @@ def _scene(n: int = 300, seed: int = 0, device: str = "cpu"):
 def _render(t, spec, backend, sh_degree=3, absgrad=True, mode="RGB+ED", tight_tiles=True):
     leaves = {k: v.detach().clone().requires_grad_(k not in ("viewmats", "Ks")) for k, v in t.items()}
     render, alpha, info = rasterize(
-        **leaves, width=spec.width, height=spec.height, sh_degree=sh_degree, render_mode=mode,
-        absgrad=absgrad, backend=backend, tight_tiles=tight_tiles,
+        **leaves,
+        width=spec.width,
+        height=spec.height,
+        sh_degree=sh_degree,
+        render_mode=mode,
+        absgrad=absgrad,
+        backend=backend,
+        tight_tiles=tight_tiles,
     )
     info["means2d"].retain_grad()
     weights = torch.linspace(0.5, 1.5, render.numel(), device=render.device).reshape(render.shape)
@@ -124,9 +130,16 @@ def test_reference_matches_alpha_compositing_of_one_gaussian():
     viewmat = torch.eye(4)[None]
     K = torch.tensor([[32.0, 0, 16.0], [0, 32.0, 16.0], [0, 0, 1]])[None]
     render, alpha, _ = rasterize(
-        means=torch.tensor([[0.0, 0.0, 2.0]]), quats=torch.tensor([[1.0, 0, 0, 0]]),
-        scales=torch.full((1, 3), 0.2), opacities=torch.tensor([0.7]), colors=torch.tensor([[0.2, 0.4, 0.6]]),
-        viewmats=viewmat, Ks=K, width=spec.width, height=spec.height, backend="reference",
+        means=torch.tensor([[0.0, 0.0, 2.0]]),
+        quats=torch.tensor([[1.0, 0, 0, 0]]),
+        scales=torch.full((1, 3), 0.2),
+        opacities=torch.tensor([0.7]),
+        colors=torch.tensor([[0.2, 0.4, 0.6]]),
+        viewmats=viewmat,
+        Ks=K,
+        width=spec.width,
+        height=spec.height,
+        backend="reference",
     )
     # pixel centre (15.5, 15.5) is 0.5 px from the mean at (16, 16); sigma^2 = (32*0.2/2)^2 + 0.3
     var = (32 * 0.2 / 2) ** 2 + 0.3
@@ -149,7 +162,9 @@ def test_reference_agrees_with_gsplat_on_gpu():
     g_ref, g_gs = ref[2]["means2d"].grad, gs[2]["means2d"].grad
     grad_rel = ((g_ref - g_gs).norm() / g_gs.norm()).item()
     abs_rel = ((ref[2]["means2d"].absgrad - gs[2]["means2d"].absgrad).norm() / gs[2]["means2d"].absgrad.norm()).item()
-    print(f"max|img| {img_err:.2e} max|alpha| {alpha_err:.2e} means2d grad rel {grad_rel:.2e} absgrad rel {abs_rel:.2e}")
+    print(
+        f"max|img| {img_err:.2e} max|alpha| {alpha_err:.2e} means2d grad rel {grad_rel:.2e} absgrad rel {abs_rel:.2e}"
+    )
     assert img_err < 1e-3 and alpha_err < 1e-3
     assert grad_rel < 1e-3 and abs_rel < 1e-3
     for name in ("means", "scales", "quats", "opacities", "colors"):
@@ -165,9 +180,9 @@ def test_strip_rendering_gives_the_same_image():
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from inprocess import build_trainer, close_writers, small_scene, trainer_config
-
     import tempfile
+
+    from inprocess import build_trainer, close_writers, small_scene, trainer_config
 
     with tempfile.TemporaryDirectory() as tmp:
         scene = small_scene(Path(tmp) / "scene")
@@ -214,8 +229,15 @@ def _gsplat_upstream(t, spec, sh_degree, mode, rasterize_mode):
 
     leaves = {k: v.detach().clone().requires_grad_(k not in ("viewmats", "Ks")) for k, v in t.items()}
     render, alpha, info = rasterization(
-        **leaves, width=spec.width, height=spec.height, sh_degree=sh_degree, render_mode=mode, absgrad=True,
-        rasterize_mode=rasterize_mode, packed=False, sparse_grad=False,
+        **leaves,
+        width=spec.width,
+        height=spec.height,
+        sh_degree=sh_degree,
+        render_mode=mode,
+        absgrad=True,
+        rasterize_mode=rasterize_mode,
+        packed=False,
+        sparse_grad=False,
     )
     return render, alpha, info, leaves
 
@@ -246,12 +268,24 @@ def test_gsplat_stages_match_gsplat_rasterization(cameras, sh_degree, mode, rast
         t["colors"] = torch.sigmoid(t["colors"][:, 0, :])  # [N, 3] colours, as splatfacto's sh_degree 0
     upstream_run = _gsplat_upstream(t, spec, sh_degree, mode, rasterize_mode)
     _backward(*upstream_run[:3])
-    for camtoworlds, tight_tiles in ((None, False), (torch.inverse(t["viewmats"]), False), (None, True),
-                                     (torch.inverse(t["viewmats"]), True)):
+    for camtoworlds, tight_tiles in (
+        (None, False),
+        (torch.inverse(t["viewmats"]), False),
+        (None, True),
+        (torch.inverse(t["viewmats"]), True),
+    ):
         leaves = {k: v.detach().clone().requires_grad_(k not in ("viewmats", "Ks")) for k, v in t.items()}
         render, alpha, info = rasterize(
-            **leaves, width=spec.width, height=spec.height, sh_degree=sh_degree, render_mode=mode, absgrad=True,
-            rasterize_mode=rasterize_mode, backend="gsplat", camtoworlds=camtoworlds, tight_tiles=tight_tiles,
+            **leaves,
+            width=spec.width,
+            height=spec.height,
+            sh_degree=sh_degree,
+            render_mode=mode,
+            absgrad=True,
+            rasterize_mode=rasterize_mode,
+            backend="gsplat",
+            camtoworlds=camtoworlds,
+            tight_tiles=tight_tiles,
         )
         assert torch.equal(render, upstream_run[0]) and torch.equal(alpha, upstream_run[1])
         assert set(info) == set(upstream_run[2]) | {"tile_radii"}
@@ -272,9 +306,13 @@ def test_gsplat_stages_match_gsplat_rasterization(cameras, sh_degree, mode, rast
         for key in ("width", "height", "n_cameras", "tile_width", "tile_height", "tile_size"):
             assert info[key] == upstream_run[2][key], key
         _backward(render, alpha, info)
-        pairs = [(info["means2d"].grad, upstream_run[2]["means2d"].grad),
-                 (info["means2d"].absgrad, upstream_run[2]["means2d"].absgrad)]
-        pairs += [(leaves[k].grad, upstream_run[3][k].grad) for k in ("means", "quats", "scales", "opacities", "colors")]
+        pairs = [
+            (info["means2d"].grad, upstream_run[2]["means2d"].grad),
+            (info["means2d"].absgrad, upstream_run[2]["means2d"].absgrad),
+        ]
+        pairs += [
+            (leaves[k].grad, upstream_run[3][k].grad) for k in ("means", "quats", "scales", "opacities", "colors")
+        ]
         # the order of gsplat's atomic adds: long Gaussians sum over many more pixels per tile
         tolerance = 1e-4 if elongated else 1e-5  # measured: up to 2.6e-5 (quats) with elongated Gaussians
         for ours, theirs in pairs:

@@ -11,9 +11,9 @@ import os
 
 import pytest
 import torch
+from interpreted import main, run_interpreted
 from pytorch_msssim import SSIM
 
-from interpreted import main, run_interpreted
 from ns_splat_plus.model import ssim as ssim_module
 from ns_splat_plus.model.ssim import TrainingSSIM, fused_ssim
 

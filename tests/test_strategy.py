@@ -7,9 +7,10 @@ import math
 
 import pytest
 import torch
-
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
+
 from ns_splat_plus import strategy
+from ns_splat_plus.errors import TrainingHealthError
 from ns_splat_plus.strategy import mcmc_torch
 from ns_splat_plus.strategy.stats import write_step_stats
 from ns_splat_plus.training.optimizers import CheckedOptimizers
@@ -102,7 +103,7 @@ def test_zero_or_missing_gradients_stop_training_within_patience(scene, tmp_path
         trainer = build_trainer(config)
         model = trainer.pipeline.model
         model.get_loss_dict = _detached_loss(model, mode)
-        with pytest.raises(strategy.TrainingHealthError) as raised:
+        with pytest.raises(TrainingHealthError) as raised:
             trainer.train()
     finally:
         close_writers()
@@ -122,7 +123,7 @@ def test_warmup_catches_detached_loss_before_step_0(scene, tmp_path):
         trainer = build_trainer(config)
         model = trainer.pipeline.model
         model.get_loss_dict = _detached_loss(model, "zero")
-        with pytest.raises(strategy.TrainingHealthError, match="Warmup"):
+        with pytest.raises(TrainingHealthError, match="Warmup"):
             trainer.train()
     finally:
         close_writers()
@@ -147,7 +148,7 @@ def test_non_finite_values_are_caught_naming_step_and_parameter(scene, tmp_path,
                 return losses
 
             model.get_loss_dict = nan_loss
-        with pytest.raises(strategy.TrainingHealthError) as raised:
+        with pytest.raises(TrainingHealthError) as raised:
             trainer.train()
     finally:
         close_writers()
@@ -162,7 +163,12 @@ def test_non_finite_values_are_caught_naming_step_and_parameter(scene, tmp_path,
 def test_no_densification_warning_shows_percentiles(scene, tmp_path):
     # stop_split_at 32: the last steps take the statistics-only path (no gsplat accumulation)
     config = _config(
-        scene, tmp_path, steps=35, densify_grad_thresh=1e6, warn_no_densify_after=1, stop_split_at=32,
+        scene,
+        tmp_path,
+        steps=35,
+        densify_grad_thresh=1e6,
+        warn_no_densify_after=1,
+        stop_split_at=32,
         grad_summary_every=35,
     )
     try:
@@ -204,7 +210,9 @@ def test_mcmc_trains_on_cpu_with_records(scene, tmp_path):
         with torch.no_grad():  # 10 dead Gaussians (opacity ~5e-5): the first refine must relocate them
             trainer.pipeline.model.gauss_params["opacities"][:10] = -10.0
         trainer.pipeline.model.strategy.log.add_callback(
-            lambda r: after_refine.append(int((torch.sigmoid(trainer.pipeline.model.opacities) < 0.5 * min_opacity).sum())),
+            lambda r: after_refine.append(
+                int((torch.sigmoid(trainer.pipeline.model.opacities) < 0.5 * min_opacity).sum())
+            ),
             events=["refine"],
         )
         trainer.train()
@@ -321,7 +329,7 @@ def test_checked_optimizers_refuse_a_nan_gradient_before_the_step_on_cpu():
     param.grad = torch.ones_like(param)
     param.grad[4] = float("inf")
     before = param.detach().clone()
-    with pytest.raises(strategy.TrainingHealthError, match=r"step 1, before its optimizer step.*gradient of 'x'"):
+    with pytest.raises(TrainingHealthError, match=r"step 1, before its optimizer step.*gradient of 'x'"):
         optimizers.optimizer_scaler_step_some(scaler, ["x"])
     assert torch.equal(param.detach(), before)  # the bad step was never applied
 
@@ -342,7 +350,7 @@ def test_checked_optimizers_read_cuda_checks_in_batches_naming_the_step():
         optimizers.optimizer_scaler_step_some(scaler, ["x"])
     step["now"] = 3
     param.grad = torch.ones_like(param)
-    with pytest.raises(strategy.TrainingHealthError, match=r"step 1 \(read at step 3.*gradient of 'x'"):
+    with pytest.raises(TrainingHealthError, match=r"step 1 \(read at step 3.*gradient of 'x'"):
         optimizers.optimizer_scaler_step_some(scaler, ["x"])  # the 4th row: the host reads all four
 
 
@@ -354,7 +362,7 @@ def test_checked_optimizers_resolve_pending_reads_the_last_steps():
     scaler = torch.amp.GradScaler("cuda", enabled=False)
     param.grad = torch.full_like(param, float("inf"))
     optimizers.optimizer_scaler_step_some(scaler, ["x"])  # fewer rows than check_every: nothing read yet
-    with pytest.raises(strategy.TrainingHealthError, match=r"step 0 .*gradient of 'x'"):
+    with pytest.raises(TrainingHealthError, match=r"step 0 .*gradient of 'x'"):
         optimizers.resolve_pending()  # what the trainer does before a checkpoint and after the last step
 
 
@@ -432,7 +440,14 @@ def _fake_info(device, n, absgrad, packed, seed=0):
     means2d = torch.zeros(1, n, 2, device=device, requires_grad=True)
     means2d.grad = grad.to(device)
     means2d.absgrad = grad.abs().to(device)
-    info = {"width": 96, "height": 64, "n_cameras": 1, "means2d": means2d, "radii": radii.to(device), "gaussian_ids": None}
+    info = {
+        "width": 96,
+        "height": 64,
+        "n_cameras": 1,
+        "means2d": means2d,
+        "radii": radii.to(device),
+        "gaussian_ids": None,
+    }
     if packed:
         ids = torch.nonzero(radii[0] > 0).squeeze(1)
         packed_grad = grad[0, ids]
@@ -497,7 +512,11 @@ def test_statistics_are_sampled_once_refinement_has_stopped(scene, tmp_path, met
         finally:
             close_writers()
         summaries = [r for r in _records(trainer) if r["event"] == "gradient_summary"]
-        assert [(s["step"], s["first_step"], s["num_steps"]) for s in summaries] == [(19, 0, 20), (39, 20, 20), (59, 40, 20)]
+        assert [(s["step"], s["first_step"], s["num_steps"]) for s in summaries] == [
+            (19, 0, 20),
+            (39, 20, 20),
+            (59, 40, 20),
+        ]
         assert all(s["norm_max"] > 0 and s["zero_steps"] == 0 for s in summaries)
         sampled[every] = [s["sampled_steps"] for s in summaries]
     assert sampled == {10: [20, 2, 2], 1: [20, 20, 20]}
@@ -506,12 +525,14 @@ def test_statistics_are_sampled_once_refinement_has_stopped(scene, tmp_path, met
 def test_zero_gradients_after_refinement_still_stop_training(scene, tmp_path):
     """Sampled every 10 steps after refinement stops at step 5, an all-zero run is still measured in steps:
     patience 30 trips at the first sample 30 or more steps after the run began (step 35, since step 0)."""
-    config = _config(scene, tmp_path, steps=60, zero_grad_patience=30, stop_split_at=5, grad_stats_every_after_refine=10)
+    config = _config(
+        scene, tmp_path, steps=60, zero_grad_patience=30, stop_split_at=5, grad_stats_every_after_refine=10
+    )
     try:
         trainer = build_trainer(config)
         model = trainer.pipeline.model
         model.get_loss_dict = _detached_loss(model, "zero")
-        with pytest.raises(strategy.TrainingHealthError) as raised:
+        with pytest.raises(TrainingHealthError) as raised:
             trainer.train()
     finally:
         close_writers()

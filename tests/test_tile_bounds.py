@@ -97,6 +97,7 @@ def test_squares_follow_the_opacity_and_the_orientation():
     """An isotropic Gaussian of opacity 0.05 reaches 1/255 at sqrt(2 ln 12.75) = 2.26 sigma, not 3; an
     opaque one elongated along the diagonal reaches sqrt(2 ln 255 / 2) = 2.35 of its major sigma on x
     and y; an opaque round one is held to gsplat's 3 sigma; below 1/255 nothing is listed."""
+
     def conic_of(cov):
         inverse = torch.linalg.inv(torch.tensor(cov, dtype=torch.float64) + 0.3 * torch.eye(2, dtype=torch.float64))
         return [inverse[0, 0].item(), inverse[0, 1].item(), inverse[1, 1].item()]
@@ -104,8 +105,14 @@ def test_squares_follow_the_opacity_and_the_orientation():
     sigma = 20.0
     round_var = sigma**2 - 0.3
     diagonal = [[round_var / 2 + 0.01, round_var / 2 - 0.01], [round_var / 2 - 0.01, round_var / 2 + 0.01]]
-    conics = torch.tensor([[conic_of([[round_var, 0], [0, round_var]])] * 2 + [conic_of(diagonal)]
-                           + [conic_of([[round_var, 0], [0, round_var]])]], dtype=torch.float32)
+    conics = torch.tensor(
+        [
+            [conic_of([[round_var, 0], [0, round_var]])] * 2
+            + [conic_of(diagonal)]
+            + [conic_of([[round_var, 0], [0, round_var]])]
+        ],
+        dtype=torch.float32,
+    )
     opacities = torch.tensor([[0.05, 1.0, 1.0, 0.9 / 255.0]])
     radii = torch.full((1, 4), math.ceil(3 * sigma), dtype=torch.int32)
     tight = tile_radii_torch(radii, conics, opacities)[0].tolist()

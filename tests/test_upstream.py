@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ns_splat_plus import upstream
-from ns_splat_plus.synthetic import SceneSpec, make_scene
+from splatbench.scenes import SceneSpec, make_scene
 
 
 def test_version_check_names_both_versions_and_what_to_do(monkeypatch):
@@ -29,6 +29,45 @@ def test_version_check_names_both_versions_and_what_to_do(monkeypatch):
     upstream.check_versions({"nerfstudio": "1.1.5", "gsplat": "1.5.3"})  # the documented escape hatch
 
 
+def test_torch_and_triton_outside_their_bounds_warn_once_and_do_not_stop(monkeypatch, capsys):
+    from ns_splat_plus.upstream import versions
+
+    monkeypatch.setattr(versions, "WARNED", set())
+    pair = {"nerfstudio": "1.1.5", "gsplat": "1.4.0"}
+    for inside in (
+        {"torch": "2.11.0+cu130", "triton": "3.6.0"},
+        {"torch": "2.14.1", "triton": "3.8.0"},
+        {"torch": "2.6.0", "triton": None},
+    ):  # the GPU machine's, the CPU machine's; no Triton
+        upstream.check_versions({**pair, **inside})
+    assert "outside the versions" not in capsys.readouterr().out
+    for _ in range(2):
+        upstream.check_versions({**pair, "torch": "2.16.0", "triton": "3.1.0"})
+    out = capsys.readouterr().out
+    assert out.count("torch 2.16.0 is outside") == 1 and "torch>=2.6,<2.16" in out, out
+    assert out.count("triton 3.1.0 is outside") == 1 and "triton>=3.2,<3.10" in out, out
+
+
+def test_version_bounds_are_pyprojects():
+    """upstream.VERSION_BOUNDS (what the start-up check warns outside of) and pyproject.toml's torch and
+    Triton requirements say the same."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    for name, (lowest, below) in upstream.VERSION_BOUNDS.items():
+        assert re.search(rf'"{name}>={re.escape(lowest)},<{re.escape(below)}[;"]', text), name
+
+
+def test_every_private_api_with_a_fallback_is_probed_at_start_up(monkeypatch):
+    from ns_splat_plus.upstream import versions
+
+    monkeypatch.setattr(versions, "PROBES", {})
+    upstream.check_versions()
+    assert set(versions.PROBES) == {"fused_adam", "triton_launch"}
+    assert versions.PROBES["fused_adam"] is None  # this torch is one the fused Adam was written for
+
+
 def test_ns_train_with_another_gsplat_stops_at_start_with_one_message(tmp_path):
     """A gsplat 1.5.3 distribution (metadata only) ahead on the path: ns-train stops before any work."""
     from inprocess import console_script
@@ -37,12 +76,27 @@ def test_ns_train_with_another_gsplat_stops_at_start_with_one_message(tmp_path):
     fake.mkdir(parents=True)
     (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: gsplat\nVersion: 1.5.3\n")
     scene = make_scene(tmp_path / "scene", SceneSpec(n_views=4, width=16, height=12, focal=14.0, n_points=50))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]),
-           "COLUMNS": "200"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]),
+        "COLUMNS": "200",
+    }
     proc = subprocess.run(
-        [console_script("ns-train"), "splat-plus", "--data", str(scene), "--machine.device-type", "cpu",
-         "--output-dir", str(tmp_path / "out"), "colmap"],
-        capture_output=True, text=True, timeout=300, env=env,
+        [
+            console_script("ns-train"),
+            "splat-plus",
+            "--data",
+            str(scene),
+            "--machine.device-type",
+            "cpu",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "colmap",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     text = proc.stdout + proc.stderr
     assert proc.returncode == 2, text[-3000:]
@@ -75,7 +129,7 @@ def test_lpips_downloads_the_weights_when_online(tmp_path, monkeypatch, weights_
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "hub"))
     monkeypatch.delenv(upstream.NO_DOWNLOAD_ENV, raising=False)
     monkeypatch.setenv(upstream.ALEXNET_URL_ENV, weights_server)
-    monkeypatch.setattr(upstream, "_DOWNLOAD_FAILED", None)
+    monkeypatch.setattr(upstream.lpips, "_DOWNLOAD_FAILED", None)
     assert not upstream.alexnet_weights_path().exists()
     lpips = upstream.build_lpips()
     assert lpips is not None and upstream.alexnet_weights_path().is_file()
@@ -90,8 +144,8 @@ def test_lpips_offline_is_none_with_one_warning_naming_the_failure(tmp_path, mon
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "hub"))
     monkeypatch.delenv(upstream.NO_DOWNLOAD_ENV, raising=False)
     monkeypatch.setenv(upstream.ALEXNET_URL_ENV, f"http://127.0.0.1:{port}/alexnet.pth")
-    monkeypatch.setattr(upstream, "_DOWNLOAD_FAILED", None)
-    monkeypatch.setattr(upstream, "_LPIPS_WARNED", False)
+    monkeypatch.setattr(upstream.lpips, "_DOWNLOAD_FAILED", None)
+    monkeypatch.setattr(upstream.lpips, "_LPIPS_WARNED", False)
     assert upstream.build_lpips() is None and upstream.build_lpips() is None
     out = capsys.readouterr().out
     assert out.count("LPIPS unavailable") == 1 and "URLError" in out
@@ -100,7 +154,7 @@ def test_lpips_offline_is_none_with_one_warning_naming_the_failure(tmp_path, mon
 
 def test_lpips_is_none_without_local_weights(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
-    monkeypatch.setattr(upstream, "_LPIPS_WARNED", False)
+    monkeypatch.setattr(upstream.lpips, "_LPIPS_WARNED", False)
     assert upstream.build_lpips() is None
     assert upstream.build_lpips() is None
     out = capsys.readouterr().out

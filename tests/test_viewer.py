@@ -21,16 +21,15 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
+from inprocess import console_script  # noqa: E402
 
-from ns_splat_plus.synthetic import SceneSpec, make_scene
 from ns_splat_plus.viewer import (
     PANEL_TITLE,
     TrainingHealthPanel,
     format_refine,
     resolve_quit_on_train_completion,
 )
-
-from inprocess import console_script  # noqa: E402
+from splatbench.scenes import SceneSpec, make_scene
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -68,7 +67,9 @@ def test_explicit_setting_wins():
     ],
 )
 def test_auto_rule(environ, stdin_tty, stdout_tty, expected):
-    quit_on_completion, reason = resolve_quit_on_train_completion(None, environ, _Stream(stdin_tty), _Stream(stdout_tty))
+    quit_on_completion, reason = resolve_quit_on_train_completion(
+        None, environ, _Stream(stdin_tty), _Stream(stdout_tty)
+    )
     assert quit_on_completion is expected
     assert reason
 
@@ -85,7 +86,12 @@ def test_auto_rule_on_a_real_terminal():
     primary, secondary = pty.openpty()
     try:
         with_tty = subprocess.run(
-            [sys.executable, "-c", code], stdin=secondary, stdout=secondary, stderr=subprocess.PIPE, env=env, timeout=120
+            [sys.executable, "-c", code],
+            stdin=secondary,
+            stdout=secondary,
+            stderr=subprocess.PIPE,
+            env=env,
+            timeout=120,
         )
     finally:
         os.close(secondary)
@@ -159,15 +165,52 @@ def test_panel_sends_only_to_connected_browsers_and_throttles():
     assert panel.pushes == 1 and "**Gaussians:** 400" in markdown.content
 
     # records shaped like strategy.py's and warmup.py's
-    panel.on_refine({"step": 60, "event": "refine", "strategy": "default", "duplicated": 12, "split": 30,
-                     "pruned": 5, "num_gaussians_before": 400, "num_gaussians": 437,
-                     "grad2d": {"threshold": 2e-4, "num_visible": 390, "mean": 1.5e-5, "median": 9e-6, "p90": 4e-5,
-                                "p99": 2.1e-4, "max": 3.2e-4, "num_over_threshold": 27}})
-    panel.on_gradient_summary({"step": 99, "event": "gradient_summary", "first_step": 0, "num_steps": 100,
-                               "norm_mean": 2.25e-5, "norm_max": 5e-4, "norm_max_median": 1e-4, "zero_steps": 0,
-                               "missing_steps": 0, "visible_mean": 351.6})
-    panel.on_warmup({"steps": 5, "seconds": 0.42, "first_step_seconds": 0.2, "means2d_grad_max": 1e-3,
-                     "nonzero_gradient_steps": 5, "restored": True})
+    panel.on_refine(
+        {
+            "step": 60,
+            "event": "refine",
+            "strategy": "default",
+            "duplicated": 12,
+            "split": 30,
+            "pruned": 5,
+            "num_gaussians_before": 400,
+            "num_gaussians": 437,
+            "grad2d": {
+                "threshold": 2e-4,
+                "num_visible": 390,
+                "mean": 1.5e-5,
+                "median": 9e-6,
+                "p90": 4e-5,
+                "p99": 2.1e-4,
+                "max": 3.2e-4,
+                "num_over_threshold": 27,
+            },
+        }
+    )
+    panel.on_gradient_summary(
+        {
+            "step": 99,
+            "event": "gradient_summary",
+            "first_step": 0,
+            "num_steps": 100,
+            "norm_mean": 2.25e-5,
+            "norm_max": 5e-4,
+            "norm_max_median": 1e-4,
+            "zero_steps": 0,
+            "missing_steps": 0,
+            "visible_mean": 351.6,
+        }
+    )
+    panel.on_warmup(
+        {
+            "steps": 5,
+            "seconds": 0.42,
+            "first_step_seconds": 0.2,
+            "means2d_grad_max": 1e-3,
+            "nonzero_gradient_steps": 5,
+            "restored": True,
+        }
+    )
     assert panel.update(70, 437) is False  # within interval_s of the last tick
     assert panel.update(72, 437, force=True) is True
     text = markdown.content
@@ -179,7 +222,14 @@ def test_panel_sends_only_to_connected_browsers_and_throttles():
     assert "**Gradient summary:** steps 0–99: mean norm 2.25e-05 · max 0.0005 · all-zero on 0 of 100 steps" in text
     from ns_splat_plus.viewer.panel import format_gradient_summary
 
-    after_refine = {"step": 199, "first_step": 100, "num_steps": 100, "sampled_steps": 10, "norm_mean": 1e-5, "zero_steps": 1}
+    after_refine = {
+        "step": 199,
+        "first_step": 100,
+        "num_steps": 100,
+        "sampled_steps": 10,
+        "norm_mean": 1e-5,
+        "zero_steps": 1,
+    }
     assert "all-zero on 1 of 10 sampled steps" in format_gradient_summary(after_refine)
     assert "**Warmup:** 5 steps in 0.42 s (first 0.20 s) · non-zero gradients on 5 of 5 · max 0.001" in text
     assert "**Ranks / GPUs:** 1 rank (single process) · device cpu" in text
@@ -204,7 +254,9 @@ def test_panel_without_a_server_records_values():
     panel = TrainingHealthPanel(None)
     panel.on_refine({"step": 5, "event": "refine", "relocated": 3, "added": 2, "num_gaussians": 12})
     assert panel.update(6, 12) is False
-    assert panel.num_gaussians == 12 and "step 5: 3 relocated, +2 added → 12 Gaussians" in format_refine(panel.last_refine)
+    assert panel.num_gaussians == 12 and "step 5: 3 relocated, +2 added → 12 Gaussians" in format_refine(
+        panel.last_refine
+    )
 
 
 # --- the real thing: ns-train with the viewer, in headless Chromium ---------------------------------
@@ -212,16 +264,26 @@ def test_panel_without_a_server_records_values():
 NS_TRAIN_STEPS = 300  # refines from step 40 on (gsplat waits num_images + refine_every steps after a reset); long
 # enough that the page can pause the run after its first refine even on a fast machine
 RUN_ARGS = [
-    "--machine.device-type", "cpu",
-    "--vis", "viewer",
-    "--viewer.websocket-host", "127.0.0.1",
-    "--start-paused", "True",  # the page connects before step 0; the test presses "Resume Training"
-    "--pipeline.model.num-downscales", "0",
-    "--pipeline.model.warmup-length", "20",
-    "--pipeline.model.refine-every", "20",
-    "--pipeline.model.stop-split-at", "90",  # refines at 40, 60, 80; then cheap steps until the end
-    "--pipeline.model.sh-degree-interval", "100",
-    "--pipeline.model.grad-summary-every", "10",
+    "--machine.device-type",
+    "cpu",
+    "--vis",
+    "viewer",
+    "--viewer.websocket-host",
+    "127.0.0.1",
+    "--start-paused",
+    "True",  # the page connects before step 0; the test presses "Resume Training"
+    "--pipeline.model.num-downscales",
+    "0",
+    "--pipeline.model.warmup-length",
+    "20",
+    "--pipeline.model.refine-every",
+    "20",
+    "--pipeline.model.stop-split-at",
+    "90",  # refines at 40, 60, 80; then cheap steps until the end
+    "--pipeline.model.sh-degree-interval",
+    "100",
+    "--pipeline.model.grad-summary-every",
+    "10",
 ]
 
 
@@ -245,8 +307,13 @@ def _browser():
     except ImportError:
         pytest.fail("selenium is missing: pip install -e '.[test]'")
     options = webdriver.ChromeOptions()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1400,1000"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1400,1000",
+    ):
         options.add_argument(argument)
     options.binary_location = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
     driver_path = CHROMEDRIVER if os.path.exists(CHROMEDRIVER) else shutil.which("chromedriver")
@@ -291,9 +358,8 @@ def _panel_text(driver) -> str:
 
 
 def _button(driver, label: str):
-    from selenium.webdriver.common.by import By
-
     from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
 
     try:
         shown = [b for b in driver.find_elements(By.XPATH, f"//button[contains(., '{label}')]") if b.is_displayed()]
@@ -361,8 +427,20 @@ def viewer_run(tmp_path_factory, browser):
     scene = make_scene(tmp / "scene", SceneSpec(n_views=16, width=48, height=36, focal=42.0))
     out, log = tmp / "out", tmp / "ns-train.log"
     port = _free_port()
-    cmd = [console_script("ns-train"), "splat-plus", "--data", str(scene), "--output-dir", str(out),
-           "--max-num-iterations", str(NS_TRAIN_STEPS), "--viewer.websocket-port", str(port), *RUN_ARGS, "colmap"]
+    cmd = [
+        console_script("ns-train"),
+        "splat-plus",
+        "--data",
+        str(scene),
+        "--output-dir",
+        str(out),
+        "--max-num-iterations",
+        str(NS_TRAIN_STEPS),
+        "--viewer.websocket-port",
+        str(port),
+        *RUN_ARGS,
+        "colmap",
+    ]
     env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
     env["PYTHONUNBUFFERED"] = "1"
     # stdin/stdout are not terminals: the auto rule must end the run after its last step
@@ -371,11 +449,21 @@ def viewer_run(tmp_path_factory, browser):
     try:
         _wait(lambda: _serves(port), 180, "the viewer to serve its page", process, log)
         browser.get(f"http://127.0.0.1:{port}")
-        paused = _wait(lambda: "(paused)" in (t := _panel_text(browser)) and " steps in " in t and t, 120,
-                       "the panel with the warmup result", process, log)
+        paused = _wait(
+            lambda: "(paused)" in (t := _panel_text(browser)) and " steps in " in t and t,
+            120,
+            "the panel with the warmup result",
+            process,
+            log,
+        )
         _click_button(browser, "Resume Training")
-        refined = _wait(lambda: "refine #" in (t := _panel_text(browser)) and "Gradient summary: steps" in t and t,
-                        240, "a refine event and a gradient summary in the panel", process, log)
+        refined = _wait(
+            lambda: "refine #" in (t := _panel_text(browser)) and "Gradient summary: steps" in t and t,
+            240,
+            "a refine event and a gradient summary in the panel",
+            process,
+            log,
+        )
         # Pause from the page: the run stays alive (and the page connected) for the screenshot.
         _click_button(browser, "Pause Training")
         _wait(lambda: "(paused)" in _panel_text(browser), 60, "the panel to show the pause", process, log)
@@ -399,8 +487,15 @@ def viewer_run(tmp_path_factory, browser):
             returncode = process.wait(timeout=240)
         except subprocess.TimeoutExpired:
             returncode = None
-        yield {"paused": paused, "refined": refined, "returncode": returncode, "log": log, "out": out,
-               "screenshot": screenshot, "browser": browser}
+        yield {
+            "paused": paused,
+            "refined": refined,
+            "returncode": returncode,
+            "log": log,
+            "out": out,
+            "screenshot": screenshot,
+            "browser": browser,
+        }
     finally:
         if process.poll() is None:
             process.kill()
@@ -408,7 +503,9 @@ def viewer_run(tmp_path_factory, browser):
 
 
 def test_run_ends_on_its_own_without_a_terminal(viewer_run):
-    assert viewer_run["returncode"] is not None, "ns-train kept running after its last step:\n" + _tail(viewer_run["log"])
+    assert viewer_run["returncode"] is not None, "ns-train kept running after its last step:\n" + _tail(
+        viewer_run["log"]
+    )
     assert viewer_run["returncode"] == 0, _tail(viewer_run["log"])
     log = viewer_run["log"].read_text(errors="replace")
     assert "Viewer: the run exits after its last step" in log
@@ -454,19 +551,36 @@ def test_ns_viewer_opens_the_finished_run(viewer_run, browser):
     config = _run_dir(viewer_run["out"]) / "config.yml"
     log = viewer_run["out"] / "ns-viewer.log"
     port = _free_port()
-    cmd = [console_script("ns-viewer"), "--load-config", str(config), "--viewer.websocket-host", "127.0.0.1",
-           "--viewer.websocket-port", str(port)]
+    cmd = [
+        console_script("ns-viewer"),
+        "--load-config",
+        str(config),
+        "--viewer.websocket-host",
+        "127.0.0.1",
+        "--viewer.websocket-port",
+        str(port),
+    ]
     with open(log, "w") as log_file:
-        process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     try:
         _wait(lambda: _serves(port), 180, "ns-viewer to serve its page", process, log)
         assert "Done loading checkpoint" in _tail(log, 10**7)
         browser.get(f"http://127.0.0.1:{port}")
         from selenium.webdriver.common.by import By
 
-        _wait(lambda: "Hide Train Cams" in browser.find_element(By.TAG_NAME, "body").text, 60,
-              "the viewer GUI of the finished run", process, log)
+        _wait(
+            lambda: "Hide Train Cams" in browser.find_element(By.TAG_NAME, "body").text,
+            60,
+            "the viewer GUI of the finished run",
+            process,
+            log,
+        )
     finally:
         browser.get("about:blank")
         process.terminate()

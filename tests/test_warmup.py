@@ -9,10 +9,9 @@ import random
 import numpy as np
 import pytest
 import torch
-
+from inprocess import assert_bitwise_equal, build_trainer, close_writers, small_scene, trainer_config
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
-from inprocess import assert_bitwise_equal, build_trainer, close_writers, small_scene, trainer_config
 from ns_splat_plus import strategy
 from ns_splat_plus.training import warmup
 from ns_splat_plus.training.snapshot import TrainingSnapshot
@@ -42,13 +41,17 @@ def _capture(trainer):
     return {
         "param_objects": {n: p for n, p in trainer.pipeline.named_parameters()},
         "params": {n: p.detach().clone() for n, p in trainer.pipeline.named_parameters()},
-        "optimizer_params": {k: [p for g in o.param_groups for p in g["params"]] for k, o in optimizers.optimizers.items()},
+        "optimizer_params": {
+            k: [p for g in o.param_groups for p in g["params"]] for k, o in optimizers.optimizers.items()
+        },
         "optimizers": {k: copy.deepcopy(o.state_dict()) for k, o in optimizers.optimizers.items()},
         "schedulers": {k: copy.deepcopy(s.state_dict()) for k, s in optimizers.schedulers.items()},
         "scaler": copy.deepcopy(trainer.grad_scaler.state_dict()),
         "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state()),
         "sampling": (list(dm.train_unseen_cameras), dm.random_generator.getstate()),
-        "strategy_state": {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in model.strategy_state.items()},
+        "strategy_state": {
+            k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in model.strategy_state.items()
+        },
         "model_step": model.step,
         "num_points": model.num_points,
     }

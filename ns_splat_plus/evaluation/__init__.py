@@ -16,7 +16,17 @@ from ns_splat_plus.evaluation.streamed import (
 )
 
 __all__ = [
-    "MIB", "NS_EVAL_METRICS", "EvalReport", "PeakMemoryTracker", "describe_split", "eval_camera_and_batch",
-    "evaluate_all_images", "evaluate_one_image", "mean_and_std", "memory_tracker",
-    "next_eval_index", "scalar_metrics", "split_summary",
+    "MIB",
+    "NS_EVAL_METRICS",
+    "EvalReport",
+    "PeakMemoryTracker",
+    "describe_split",
+    "eval_camera_and_batch",
+    "evaluate_all_images",
+    "evaluate_one_image",
+    "mean_and_std",
+    "memory_tracker",
+    "next_eval_index",
+    "scalar_metrics",
+    "split_summary",
 ]

@@ -6,7 +6,6 @@ from contextlib import contextmanager
 from typing import Any, Dict, Iterator, Optional
 
 import torch
-
 from nerfstudio.utils import writer
 
 MIB = 1024**2
@@ -100,13 +99,29 @@ class PeakMemoryTracker:
 _TRACKERS: Dict[str, PeakMemoryTracker] = {}
 
 
-def memory_tracker(device) -> PeakMemoryTracker:
-    """The tracker of ``device`` (one per device, as torch's peak counter is)."""
+def _device_key(device) -> torch.device:
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def memory_tracker(device) -> PeakMemoryTracker:
+    """The tracker of ``device`` (one per device, as torch's peak counter is) for the current run."""
+    device = _device_key(device)
     key = str(device)
     if key not in _TRACKERS:
         _TRACKERS[key] = PeakMemoryTracker(device)
     return _TRACKERS[key]
 
+
+def start_run(device) -> PeakMemoryTracker:
+    """A fresh tracker of ``device`` for a run that starts now, with torch's peak counter reset: a
+    second run in one process (a notebook, a test session, the benchmark probe) reports its own peaks,
+    not the largest of every run before it. Called when a trainer is set up."""
+    device = _device_key(device)
+    tracker = PeakMemoryTracker(device)
+    if tracker.enabled:
+        torch.cuda.reset_peak_memory_stats(device)
+    _TRACKERS[str(device)] = tracker
+    return tracker

@@ -71,4 +71,3 @@ class EvalReport:
             "memory": self.memory,
             "per_image": self.per_image,
         }
-

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict
 
+from ns_splat_plus import upstream
+
 
 def describe_split(datamanager) -> Dict[str, Any]:
     """How the evaluated images were chosen: split name, counts, dataparser eval settings, file names.
@@ -13,8 +15,8 @@ def describe_split(datamanager) -> Dict[str, Any]:
     which case the metrics are not held-out metrics.
     """
     dataparser_config = datamanager.config.dataparser
-    eval_outputs = datamanager.eval_dataset._dataparser_outputs
-    train_outputs = datamanager.train_dataset._dataparser_outputs
+    eval_outputs = upstream.dataparser_outputs(datamanager.eval_dataset)
+    train_outputs = upstream.dataparser_outputs(datamanager.train_dataset)
     eval_names = [Path(p).name for p in eval_outputs.image_filenames]
     train_paths = {str(p) for p in train_outputs.image_filenames}
     overlap = sum(1 for p in eval_outputs.image_filenames if str(p) in train_paths)
@@ -45,4 +47,3 @@ def split_summary(split: Dict[str, Any]) -> str:
         how += f", train fraction {split['train_split_fraction']}"
     kind = "held-out" if split["held_out"] else "NOT held-out (also used for training)"
     return f"{split['num_images']} {kind} images ({split['split']} split, {how}; {split['num_train_images']} train)"
-

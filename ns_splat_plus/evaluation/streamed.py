@@ -10,7 +10,7 @@ peak device memory of training and of evaluation is tracked separately.
 
 Entry points: :func:`evaluate_all_images` (ns-eval and the in-training "all images" evaluation),
 :func:`evaluate_one_image` (the in-training single image); the eval images themselves are loaded by
-:func:`ns_splat_plus.training.image_loading.load_eval_images` (the datamanager's eval cache). Peak memory: :mod:`.memory`; the split: :mod:`.split`; the report: :mod:`.report`.
+:func:`ns_splat_plus.training.images.load.load_eval_images` (the datamanager's eval cache). Peak memory: :mod:`.memory`; the split: :mod:`.split`; the report: :mod:`.report`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import torch
 from ns_splat_plus.evaluation.memory import memory_tracker
 from ns_splat_plus.evaluation.report import EvalReport, scalar_metrics
 from ns_splat_plus.evaluation.split import describe_split
-
 
 # --- eval images: host memory, one at a time to the device -----------------------------------------
 
@@ -74,13 +73,17 @@ def evaluate_all_images(pipeline, output_path: Optional[Path] = None, image_pref
     per_image: List[Dict[str, Any]] = []
     pipeline.eval()
     try:
-        with tracker.evaluating(), torch.no_grad(), Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            TimeElapsedColumn(),
-            MofNCompleteColumn(),
-            transient=True,
-        ) as progress:
+        with (
+            tracker.evaluating(),
+            torch.no_grad(),
+            Progress(
+                TextColumn("[progress.description]{task.description}"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                MofNCompleteColumn(),
+                transient=True,
+            ) as progress,
+        ):
             task = progress.add_task("[green]Evaluating all images...", total=split["num_images"])
             for index in range(split["num_images"]):
                 camera, batch = eval_camera_and_batch(datamanager, index, device)
@@ -153,5 +156,3 @@ def evaluate_one_image(pipeline, with_loss: bool = False):
             return outputs, camera, batch, metrics, images, {}
     finally:
         pipeline.train(was_training)
-
-

@@ -92,9 +92,7 @@ def _random_unit_quats(n: int, generator: torch.Generator) -> Tensor:
     )
 
 
-def initial_gaussians(
-    settings: InitSettings, seed_points: Optional[Tuple[Tensor, Tensor]] = None
-) -> Dict[str, Tensor]:
+def initial_gaussians(settings: InitSettings, seed_points: Optional[Tuple[Tensor, Tensor]] = None) -> Dict[str, Tensor]:
     """The initial Gaussian parameters (CPU, float32), a pure function of ``settings`` and the points.
 
     ``seed_points`` is nerfstudio's ``(xyz [N, 3], rgb [N, 3] in 0..255)``; without it (or with

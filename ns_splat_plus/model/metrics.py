@@ -21,7 +21,9 @@ def psnr_on_device(pred: Tensor, gt: Tensor) -> Tensor:
     return -10.0 * torch.log10(mse)
 
 
-def image_metrics(model, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]) -> Tuple[Dict[str, Optional[float]], Dict[str, Tensor]]:
+def image_metrics(
+    model, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]
+) -> Tuple[Dict[str, Optional[float]], Dict[str, Tensor]]:
     """Metrics of ``outputs["rgb"]`` [H, W, 3] against ``batch["image"]`` and the side-by-side image."""
     import pytorch_msssim
     from nerfstudio.model_components.lib_bilagrid import color_correct

@@ -12,8 +12,9 @@ Differences from ``SplatfactoModel`` (nerfstudio 1.1.5), and why:
 * LPIPS is built from local weights, or downloaded with a short timeout (:mod:`ns_splat_plus.upstream`);
 * per-step training metrics (PSNR) only on logging steps, computed on the device;
 * the SSIM of the loss in five fused Triton kernels on CUDA (:mod:`ns_splat_plus.model.ssim`); with
-  ``--pipeline.model.fused-loss`` the background composite and L1 term too (:mod:`.photometric_loss`);
-* a training camera's view matrix and ``K`` made once and kept in its render cache (:mod:`.render`);
+  ``--pipeline.model.fused-loss`` the background composite and L1 term too (:mod:`.loss`: the loss,
+  written once);
+* a training camera's view matrix and ``K`` made once and kept in its render cache (:mod:`.cameras`);
 * B cameras per step (``--pipeline.datamanager.cameras-per-step``) rendered in one rasterizer call,
   the loss the mean of their losses;
 * the training step does not read anything back from the GPU (intrinsics and render size without
@@ -27,26 +28,19 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Literal, Optional, Tuple, Type, Union
 
 import torch
-from pytorch_msssim import SSIM
-
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.model_components.lib_bilagrid import BilateralGrid, total_variation_loss
 from nerfstudio.models.splatfacto import SplatfactoModel, SplatfactoModelConfig, get_viewmat
 from nerfstudio.utils.colors import get_color
 from nerfstudio.utils.rich_utils import CONSOLE
+from pytorch_msssim import SSIM
 
 from ns_splat_plus import upstream
 from ns_splat_plus.model import init
+from ns_splat_plus.model.cameras import camera_intrinsics, view_matrices
+from ns_splat_plus.model.images import TrainingOutputs, composite, resize_images, strip_rows
+from ns_splat_plus.model.loss import photometric_loss
 from ns_splat_plus.model.metrics import image_metrics, psnr_on_device
-from ns_splat_plus.model.photometric_loss import fused_loss_applies, fused_photometric_loss
-from ns_splat_plus.model.render import (
-    TrainingOutputs,
-    camera_intrinsics,
-    composite,
-    resize_images,
-    strip_rows,
-    view_matrices,
-)
 from ns_splat_plus.model.ssim import SsimKernel, TrainingSSIM
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.raster import Backend, rasterize
@@ -89,6 +83,9 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     """MCMC strategy: maximum number of Gaussians (nerfstudio's name; gsplat's cap_max)."""
     noise_lr: float = 5e5
     """MCMC strategy: scale of the per-step position noise (times the means' learning rate)."""
+    scale_reg_every: int = 10
+    """Steps between two scale regularisation terms (--pipeline.model.use-scale-regularization; splatfacto's
+    10), scaled with the schedule as every step count: W x B cameras per step apply it every ceil(10 / (W x B))."""
     mcmc_opacity_reg: float = 0.01
     """MCMC strategy: weight of the mean-opacity regulariser (0.01 in gsplat's and nerfstudio's MCMC recipes)."""
     mcmc_scale_reg: float = 0.01
@@ -98,11 +95,6 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     """torch.cuda.empty_cache() after each refine (splatfacto's habit). Skipped anyway when
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is set, the alternative that avoids fragmentation
     without returning memory to the driver."""
-    fused_adam: Optional[bool] = None
-    """Step every Adam parameter group (means, scales, quats, features_dc, features_rest, opacities, ...)
-    with one multi-tensor update instead of one optimizer step per group: fewer kernel launches, the
-    same numbers as torch's foreach Adam; each group keeps its learning rate, scheduler and state.
-    None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
     ssim_kernel: SsimKernel = "auto"
     """SSIM of the training loss. auto: fused Triton kernels on CUDA (five kernels instead of pytorch_msssim's
     convolutions, their backward and its elementwise kernels; same function, not bitwise: float32 sums
@@ -137,7 +129,7 @@ class SplatPlusModel(SplatfactoModel):
         params = init.initial_gaussians(settings, self.seed_points)
         params = init.broadcast_from_rank0(params, torch.device(self.kwargs.get("device", "cpu")))
         self.initial_checksum = init.checksum(params)
-        CONSOLE.log(f"Initial Gaussians: {params['means'].shape[0]}, checksum {self.initial_checksum}")
+        # the trainer prints the count when it trains from scratch (ns-export / ns-eval load a checkpoint over it)
         self.gauss_params = torch.nn.ParameterDict({k: torch.nn.Parameter(v) for k, v in params.items()})
 
         self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
@@ -169,7 +161,8 @@ class SplatPlusModel(SplatfactoModel):
 
     def _build_strategy(self) -> None:
         batch = collectives.get_world_size() * self.cameras_per_step  # cameras per step, for the epoch length
-        options = StrategyOptions.from_model_config(self.config, self.num_train_data, batch)
+        seed = init.resolve_seed(self.config.init_seed)  # the initial Gaussians' seed: refines draw from it too
+        options = StrategyOptions.from_model_config(self.config, self.num_train_data, batch, rng_seed=seed)
         self.strategy = build_strategy(options)
         self.strategy_state = self.strategy.initialize_state(scene_scale=1.0)
 
@@ -208,7 +201,7 @@ class SplatPlusModel(SplatfactoModel):
             viewmat, camtoworlds = view_matrices(camera)
         else:
             viewmat = get_viewmat(optimized_camera_to_world)
-        scale = 1.0 / self._get_downscale_factor()
+        scale = 1.0 / upstream.downscale_factor(self)
         K, W, H = camera_intrinsics(camera, scale)
         self.last_size = (H, W)
         if self.training:  # B cameras: the rasterizer held B x H x W pixels
@@ -244,9 +237,11 @@ class SplatPlusModel(SplatfactoModel):
             tight_tiles=self.config.tight_tiles,
         )
         if self.training:
-            self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)
+            self.strategy.step_pre_backward(
+                self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info
+            )
 
-        background = self._get_background_color()
+        background = upstream.background(self)
         depth_im = None
         if render_mode == "RGB+ED":
             depth_im = render[..., 3:4]
@@ -254,12 +249,18 @@ class SplatPlusModel(SplatfactoModel):
         batched = n_cameras > 1  # batched: rgb [B, H, W, 3], accumulation [B, H, W, 1]; else [H, W, ...]
         if self.training and not self.config.use_bilateral_grid:
             # the composite waits for whoever reads "rgb": the fused loss reads the render itself
-            return TrainingOutputs(render_colors=render[..., :3], render_alphas=alpha, batched=batched, depth=depth_im,
-                                   accumulation=alpha if batched else alpha.squeeze(0), background=background)
+            return TrainingOutputs(
+                render_colors=render[..., :3],
+                render_alphas=alpha,
+                batched=batched,
+                depth=depth_im,
+                accumulation=alpha if batched else alpha.squeeze(0),
+                background=background,
+            )
         if self.training:
             rgb = composite(render[..., :3], alpha, background)
             if camera.metadata is not None and "cam_idx" in camera.metadata:
-                rgb = self._apply_bilateral_grid(rgb, camera.metadata["cam_idx"], H, W)
+                rgb = upstream.apply_bilateral_grid(self, rgb, camera.metadata["cam_idx"], H, W)
         else:  # no autograd here: composite in place, no full-resolution temporaries
             rgb = render[..., :3].addcmul_(1 - alpha, background).clamp_(0.0, 1.0)
         if background.shape[0] == 3 and not self.training:
@@ -279,7 +280,7 @@ class SplatPlusModel(SplatfactoModel):
         """
         if images.dtype == torch.uint8:
             images = images.float() / 255.0
-        images = resize_images(images, self._get_downscale_factor()).to(self.device)
+        images = resize_images(images, upstream.downscale_factor(self)).to(self.device)
         if images.shape[-1] == 4:
             alpha = images[..., -1:]
             return alpha * images[..., :3] + (1 - alpha) * background
@@ -299,11 +300,13 @@ class SplatPlusModel(SplatfactoModel):
         """splatfacto's losses (L1 + SSIM, optional scale regularisation, camera and bilateral-grid
         terms), with its zero scale regulariser made on the device: splatfacto's
         ``torch.tensor(0.0).to(device)`` stalls the host until the GPU has finished the forward pass.
-        The L1 + SSIM term runs in the fused kernels where they apply (:mod:`.photometric_loss`)."""
-        main_loss = self._fused_main_loss(outputs, batch)
-        if main_loss is None:
-            main_loss = self._main_loss(outputs, batch)
-        if self.config.use_scale_regularization and self.step % 10 == 0:
+        The L1 + SSIM term is :func:`~ns_splat_plus.model.loss.photometric_loss`."""
+        main_loss = self._main_loss(outputs, batch)
+        # splatfacto's every 10 steps, scaled with the schedule (W x B cameras per step, --steps-scaler)
+        if (
+            self.config.use_scale_regularization
+            and self.step % max(1, getattr(self.config, "scale_reg_every", 10)) == 0
+        ):
             scale_exp = torch.exp(self.scales)
             ratio = scale_exp.amax(dim=-1) / scale_exp.amin(dim=-1)
             scale_reg = 0.1 * (ratio.clamp_min(self.config.max_gauss_ratio) - self.config.max_gauss_ratio).mean()
@@ -322,39 +325,30 @@ class SplatPlusModel(SplatfactoModel):
         return loss_dict
 
     def _main_loss(self, outputs, batch) -> torch.Tensor:
-        """splatfacto's ``(1 - lambda) * L1 + lambda * (1 - SSIM)`` in PyTorch (masks included)."""
-        gt_img, pred_img = self._gt_and_pred(outputs, batch)
-        batched = pred_img.dim() == 4  # B cameras: L1 and SSIM means over [B, ...] = the mean of B losses
-        if "mask" in batch:
-            mask = resize_images(batch["mask"], self._get_downscale_factor()) if batched else self._downscale_if_required(batch["mask"])
+        """splatfacto's ``(1 - lambda) * L1 + lambda * (1 - SSIM)``, defined once in :mod:`.loss` (masks
+        included); its fused kernels run where --pipeline.model.fused-loss is on and they apply."""
+        mask = batch.get("mask")
+        if mask is not None:
+            factor = upstream.downscale_factor(self)
+            mask = resize_images(mask, factor) if mask.dim() == 4 else upstream.downscale_mask(self, mask)
             mask = mask.to(self.device)
-            assert mask.shape[:-1] == gt_img.shape[:-1] == pred_img.shape[:-1]
-            gt_img = gt_img * mask
-            pred_img = pred_img * mask
-        l1 = torch.abs(gt_img - pred_img).mean()
-        if batched:
-            ssim_loss = 1 - self.loss_ssim(gt_img.permute(0, 3, 1, 2), pred_img.permute(0, 3, 1, 2))
-        else:
-            ssim_loss = 1 - self.loss_ssim(gt_img.permute(2, 0, 1)[None, ...], pred_img.permute(2, 0, 1)[None, ...])
-        return (1 - self.config.ssim_lambda) * l1 + self.config.ssim_lambda * ssim_loss
+        return photometric_loss(
+            outputs,
+            self._loss_gt(outputs, batch),
+            self.loss_ssim,
+            self.config.ssim_lambda,
+            mask=mask,
+            fused=self.config.fused_loss,
+        )
 
-    def _fused_main_loss(self, outputs, batch) -> Optional[torch.Tensor]:
-        """The same loss in the fused kernels, from the render before its composite; None where they
-        do not apply (--pipeline.model.fused-loss off, masks, CPU without Triton's interpreter, ...)."""
-        if not self.config.fused_loss or not isinstance(outputs, TrainingOutputs) or "mask" in batch:
-            return None
-        if not self.loss_ssim.fused_on(self.device):
-            return None
-        colors, alphas, background = outputs["render_colors"], outputs["render_alphas"], outputs["background"]
-        images = batch["image"] if outputs.batched else batch["image"][None]
-        if images.shape[-1] != 3 or self._get_downscale_factor() > 1 or images.dtype not in (torch.uint8, torch.float32):
-            # alpha to composite or a downscale first: splatfacto's ground truth in float, then fused
-            gt = self._gt(outputs, batch)
-            images = gt if outputs.batched else gt[None]
-        images = images.to(self.device)
-        if not fused_loss_applies(self.loss_ssim, colors, alphas, background, images):
-            return None
-        return fused_photometric_loss(colors, alphas, background, images, self.config.ssim_lambda)
+    def _loss_gt(self, outputs, batch) -> torch.Tensor:
+        """The ground truth at the render's size: the photo itself (uint8 or float32, converted where
+        the loss reads it) where it needs no alpha composite or downscale, else splatfacto's float one."""
+        images = batch["image"]
+        as_is = images.shape[-1] == 3 and images.dtype in (torch.uint8, torch.float32)
+        if as_is and upstream.downscale_factor(self) == 1:
+            return images.to(self.device)
+        return self._gt(outputs, batch)
 
     def eval_pixel_budget(self) -> int:
         """Evaluation renders above this many pixels go in strips and are scored on the host (0: never)."""

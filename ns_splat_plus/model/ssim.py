@@ -5,7 +5,7 @@ padding) runs as ten cuDNN grouped convolutions per step plus their backward ker
 elementwise ones. At full size on fox that is 2.2 of 5.9 ms of GPU work per step at one camera,
 and 9.7 of 22.0 ms for four (benchmarks/h200-2026-11-24/kernels-fullres). Here the same function
 takes three kernels forward and two backward, every one of them memory-bound
-(:mod:`.ssim_kernels`, where the gradient is derived). :mod:`.photometric_loss` runs the same
+(:mod:`ns_splat_plus.kernels.ssim`, where the gradient is derived). :mod:`.photometric_loss` runs the same
 kernels with splatfacto's background composite and L1 term folded in.
 
 Trainers such as FastGS use the CUDA package ``fused-ssim`` for the same reason; this one is
@@ -31,8 +31,8 @@ from typing import Literal
 import torch
 from pytorch_msssim import SSIM
 
-from ns_splat_plus.model import ssim_kernels as kernels
-from ns_splat_plus.model.ssim_kernels import MAX_ELEMENTS, WINDOW_SIZE
+from ns_splat_plus.kernels import ssim as kernels
+from ns_splat_plus.kernels.ssim import MAX_ELEMENTS, WINDOW_SIZE
 
 SsimKernel = Literal["auto", "triton", "pytorch-msssim"]
 
@@ -60,7 +60,9 @@ class _FusedSSIM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, y: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
         images = kernels.Images(x, y)
-        value, derivatives = kernels.forward(images, window, kernels.Weights(), keep_derivatives=ctx.needs_input_grad[0])
+        value, derivatives = kernels.forward(
+            images, window, kernels.Weights(), keep_derivatives=ctx.needs_input_grad[0]
+        )
         if derivatives is not None:
             ctx.save_for_backward(x, y, window, derivatives)
         return value
@@ -90,13 +92,17 @@ def fused_ssim(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def check_images(caller: str, x: torch.Tensor, y: torch.Tensor) -> None:
     """Raises ValueError for images the kernels cannot take ([N, C, H, W] each, same shape)."""
     if x.shape != y.shape or x.dim() != 4:
-        raise ValueError(f"{caller} needs two [N, C, H, W] images of one shape, got {tuple(x.shape)} and {tuple(y.shape)}")
+        raise ValueError(
+            f"{caller} needs two [N, C, H, W] images of one shape, got {tuple(x.shape)} and {tuple(y.shape)}"
+        )
     if min(x.shape[-2:]) < WINDOW_SIZE:
         raise ValueError(f"{caller} needs images of at least {WINDOW_SIZE} pixels on a side, got {tuple(x.shape)}")
     if y.requires_grad:
         raise ValueError(f"{caller} gives no gradient to its second image; pass the one that needs it first")
     if x.numel() >= MAX_ELEMENTS:
-        raise ValueError(f"{caller} takes at most {MAX_ELEMENTS - 1} elements (its offsets are 32-bit), got {tuple(x.shape)}")
+        raise ValueError(
+            f"{caller} takes at most {MAX_ELEMENTS - 1} elements (its offsets are 32-bit), got {tuple(x.shape)}"
+        )
 
 
 def on_device_of(x: torch.Tensor):
@@ -128,8 +134,10 @@ class TrainingSSIM(torch.nn.Module):
         if kernel not in ("auto", "triton", "pytorch-msssim"):
             raise ValueError(f"unknown SSIM kernel {kernel!r}: auto, triton or pytorch-msssim")
         if kernel == "triton" and not triton_available():
-            raise RuntimeError("--pipeline.model.ssim-kernel triton: Triton does not import here "
-                               "(pip install triton, or use auto / pytorch-msssim)")
+            raise RuntimeError(
+                "--pipeline.model.ssim-kernel triton: Triton does not import here "
+                "(pip install triton, or use auto / pytorch-msssim)"
+            )
         self.kernel = kernel
         self.reference = SSIM(data_range=1.0, size_average=True, channel=channel)
 
@@ -148,7 +156,12 @@ class TrainingSSIM(torch.nn.Module):
         if not self.fused_on(a.device):
             return False
         small_enough = a.numel() < MAX_ELEMENTS  # e.g. eight 8K images per step go to pytorch_msssim
-        return a.dim() == 4 and min(a.shape[-2:]) >= WINDOW_SIZE and small_enough and not (a.requires_grad and b.requires_grad)
+        return (
+            a.dim() == 4
+            and min(a.shape[-2:]) >= WINDOW_SIZE
+            and small_enough
+            and not (a.requires_grad and b.requires_grad)
+        )
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not self.uses_fused(a, b):

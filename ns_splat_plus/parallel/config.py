@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Tuple
 
+import tyro
 from nerfstudio.configs.base_config import PrintableConfig
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 
@@ -23,10 +24,13 @@ class DataParallelConfig(PrintableConfig):
     """Compare a checksum of the parameters across ranks every this many steps (0: only at the end)."""
     timeout_minutes: float = 15.0
     """Process-group timeout for torchrun / srun: a rank stuck longer than this in a collective (a peer that vanished) stops with an error. ns-train's own spawn uses nerfstudio's 30 minutes."""
-    scaled_for_world_size: int = 0
-    """Set by splat-plus: the effective batch (ranks x cameras per step) this config's schedule was already scaled for (0: not scaled)."""
-    scaled_for_steps_scaler: float = 0.0
-    """Set by splat-plus: the --steps-scaler this config's schedule was already scaled by (0: not scaled)."""
+    # Bookkeeping, not options (hidden from the command line, where setting one would skip the scaling
+    # silently): written by scale_schedule and saved in config.yml, so that a config loaded again
+    # (--load-config, ns-eval) is never scaled twice.
+    scaled_for_world_size: tyro.conf.Suppress[int] = 0
+    """The effective batch (ranks x cameras per step) this config's schedule was already scaled for (0: not scaled)."""
+    scaled_for_steps_scaler: tyro.conf.Suppress[float] = 0.0
+    """The --steps-scaler this config's schedule was already scaled by (0: not scaled)."""
 
 
 @dataclass
@@ -34,4 +38,3 @@ class AdamWithBetasOptimizerConfig(AdamOptimizerConfig):
     """nerfstudio's Adam config with explicit betas (for the data-parallel momentum rule)."""
 
     betas: Tuple[float, float] = (0.9, 0.999)
-

@@ -48,4 +48,3 @@ def average_gradients(params: Iterable[Tensor]) -> None:
                     counts = flat[: len(ps)].tolist()
                 if counts[i] > 0:
                     p.grad = mean.clone()
-

@@ -22,7 +22,6 @@ with an error; srun does with ``--kill-on-bad-exit=1``. A rank that hangs or van
 (the process group timeout; NCCL's watchdog aborts the communicator, TORCH_NCCL_ASYNC_ERROR_HANDLING).
 """
 
-
 from __future__ import annotations
 
 import atexit
@@ -35,7 +34,6 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 import torch.distributed as dist
-
 from nerfstudio.utils.rich_utils import CONSOLE
 from rich.markup import escape
 
@@ -45,7 +43,6 @@ from ns_splat_plus.parallel import collectives, devices
 from ns_splat_plus.parallel.config import DataParallelConfig
 from ns_splat_plus.parallel.devices import DevicePlan, DeviceResolutionError
 from ns_splat_plus.parallel.schedule import effective_batch, scale_schedule, steps_scaler_of
-
 
 # --- process state ---------------------------------------------------------------------------------
 
@@ -235,5 +232,3 @@ def setup_process(config, local_rank: int, world_size: int) -> ProcessContext:
         np.random.seed(seed)
         torch.manual_seed(seed)
     return ProcessContext(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
-
-

@@ -14,9 +14,8 @@ from typing import Any, Dict, List, Mapping
 
 import torch
 import torch.distributed as dist
-from torch import Tensor
-
 from nerfstudio.utils.rich_utils import CONSOLE
+from torch import Tensor
 
 from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.parallel import collectives
@@ -27,13 +26,16 @@ class ReplicaDivergenceError(SplatPlusError):
     """Ranks that should hold identical parameters do not."""
 
 
-
 def _param_stats(named: Mapping[str, Tensor]) -> Tensor:
     rows = []
     for name in sorted(named):
         t = named[name].detach()
         t64 = t.to(torch.float64)
-        rows.append(torch.stack([torch.tensor(float(t.numel()), dtype=torch.float64, device=t.device), t64.sum(), t64.abs().sum()]))
+        rows.append(
+            torch.stack(
+                [torch.tensor(float(t.numel()), dtype=torch.float64, device=t.device), t64.sum(), t64.abs().sum()]
+            )
+        )
     return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.float64)
 
 
@@ -173,4 +175,3 @@ class RankMonitor:
             TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], self.after_iteration),
             TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN], self.after_train),
         ]
-

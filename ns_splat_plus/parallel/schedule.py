@@ -19,7 +19,6 @@ import torch
 from ns_splat_plus.parallel.config import AdamWithBetasOptimizerConfig, DataParallelConfig
 from ns_splat_plus.parallel.devices import DeviceResolutionError
 
-
 MODEL_STEP_FIELDS = (
     "warmup_length",
     "refine_every",
@@ -29,8 +28,15 @@ MODEL_STEP_FIELDS = (
     "resolution_schedule",
     "refine_start_iter",
     "refine_stop_iter",
+    "scale_reg_every",
 )
-TRAINER_STEP_FIELDS = ("max_num_iterations", "steps_per_eval_image", "steps_per_eval_all_images", "steps_per_save", "steps_per_eval_batch")
+TRAINER_STEP_FIELDS = (
+    "max_num_iterations",
+    "steps_per_eval_image",
+    "steps_per_eval_all_images",
+    "steps_per_save",
+    "steps_per_eval_batch",
+)
 SCHEDULER_STEP_FIELDS = ("max_steps", "warmup_steps")
 
 

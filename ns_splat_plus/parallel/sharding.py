@@ -27,7 +27,6 @@ def camera_for_step(step: int, rank: int, world_size: int, num_cameras: int, see
     return int(_epoch_permutation(int(seed), int(epoch), int(num_cameras))[position])
 
 
-
 def cameras_for_step(step: int, rank: int, world_size: int, num_cameras: int, seed: int, per_step: int) -> List[int]:
     """The ``per_step`` (B) training cameras of ``rank`` at ``step``: draws ``(step * W + rank) * B``
     to ``+ B - 1`` of the same sequence as :func:`camera_for_step` (which is this with B = 1), so the

@@ -22,16 +22,17 @@ opacity, and the half-side ``PIXEL_SLACK`` for the rounding of the pixel offsets
 ranges. Where the shrunk ``Q`` is not positive definite (an axis ratio beyond ~800:1 in sigma) or a
 value is not finite, gsplat's radius is kept.
 
-On CUDA one Triton kernel computes it (in float64); elsewhere :func:`tile_radii_torch`, the same
-formula in PyTorch, which the CPU reference rasterizer uses and the tests compare with.
+On CUDA one Triton kernel computes it (in float64, :mod:`ns_splat_plus.kernels.tile_bounds`); elsewhere
+:func:`tile_radii_torch`, the same formula in PyTorch, which the CPU reference rasterizer uses and the
+tests compare with.
 """
 
 from __future__ import annotations
 
-import functools
-
 import torch
 from torch import Tensor
+
+from ns_splat_plus.kernels.tile_bounds import tile_radii_triton
 
 ROUNDING = 1e-6
 """Relative error allowed for the rasterizer's float32 ``sigma`` (16 units of 2^-24)."""
@@ -43,7 +44,6 @@ offsets and isect_tiles' float32 tile ranges are off by up to 6e-8 of the centre
 that reaches the image lies within gsplat's radius of it (5e-4 px at 8,192 px)."""
 RADIUS_SLACK = 1e-6
 """Added to the half-side per pixel of gsplat's radius (see ``PIXEL_SLACK``)."""
-BLOCK = 1024
 
 
 def tile_radii(radii: Tensor, conics: Tensor, opacities: Tensor) -> Tensor:
@@ -79,52 +79,8 @@ def tile_radii_torch(radii: Tensor, conics: Tensor, opacities: Tensor) -> Tensor
     return torch.where(bounded & (radii > 0), tight, radii.double()).to(torch.int32)
 
 
-@functools.lru_cache(maxsize=1)
-def _launcher():
-    """The kernel behind a KernelLauncher, defined on first use (Triton imported only where it runs)."""
-    import triton
-    import triton.language as tl
-
-    from ns_splat_plus.model.kernel_launch import KernelLauncher  # lazily: model imports raster
-
-    @triton.jit
-    def opacity_tile_radii(radii_ptr, conics_ptr, opacities_ptr, out_ptr, n, ROUNDING: tl.constexpr,
-                           LEVEL_SLACK: tl.constexpr, PIXEL_SLACK: tl.constexpr, RADIUS_SLACK: tl.constexpr,
-                           BLOCK: tl.constexpr):
-        offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        inside = offsets < n
-        radii = tl.load(radii_ptr + offsets, mask=inside, other=0)
-        a = tl.load(conics_ptr + 3 * offsets, mask=inside, other=1.0).to(tl.float64)
-        b = tl.load(conics_ptr + 3 * offsets + 1, mask=inside, other=0.0).to(tl.float64)
-        c = tl.load(conics_ptr + 3 * offsets + 2, mask=inside, other=1.0).to(tl.float64)
-        opacity = tl.load(opacities_ptr + offsets, mask=inside, other=1.0).to(tl.float64)
-        level = tl.log(255.0 * opacity) + LEVEL_SLACK
-        margin = ROUNDING * (tl.maximum(a, c) + tl.abs(b))
-        a = a - margin
-        c = c - margin
-        det = a * c - b * b
-        never = opacity == 0.0  # log(0): reaches 1/255 nowhere
-        finite = (level == level) & (level < 1e300) & (level > -1e300)
-        bounded = ((a > 0) & (det > 0) & finite) | never
-        slack = PIXEL_SLACK + RADIUS_SLACK * radii.to(tl.float64)
-        half_side = tl.sqrt(tl.maximum(2.0 * level * tl.maximum(a, c) / det, 0.0)) + slack
-        tight = tl.where(level > 0, tl.ceil(half_side), 0.0)
-        tight = tl.where(tight == tight, tight, 0.0)
-        tight = tl.minimum(tight, radii.to(tl.float64))
-        out = tl.where(bounded & (radii > 0), tight.to(tl.int32), radii)
-        tl.store(out_ptr + offsets, out, mask=inside)
-
-    return KernelLauncher(opacity_tile_radii)
-
-
 def _tile_radii_triton(radii: Tensor, conics: Tensor, opacities: Tensor) -> Tensor:
-    radii, conics, opacities = radii.contiguous(), conics.contiguous(), opacities.contiguous()
-    out = torch.empty_like(radii)
-    n = radii.numel()
-    if n:
-        _launcher()(((n + BLOCK - 1) // BLOCK,), radii, conics, opacities, out, n, ROUNDING, LEVEL_SLACK,
-                    PIXEL_SLACK, RADIUS_SLACK, BLOCK)
-    return out
+    return tile_radii_triton(radii, conics, opacities, ROUNDING, LEVEL_SLACK, PIXEL_SLACK, RADIUS_SLACK)
 
 
 __all__ = ["tile_radii", "tile_radii_torch"]

@@ -7,10 +7,18 @@ callbacks on densification records). Modules: ``default.py`` / ``mcmc.py`` (the 
 ``records.py`` (records, sinks, callbacks), ``mcmc_torch.py`` (MCMC kernels in PyTorch, for the CPU).
 """
 
-from ns_splat_plus.strategy.build import InstrumentedStrategy, StrategyOptions, attach_to_trainer, build_strategy
+from ns_splat_plus.strategy.build import (
+    MCMC_RECIPE,
+    InstrumentedStrategy,
+    StrategyOptions,
+    apply_mcmc_recipe,
+    attach_to_trainer,
+    build_strategy,
+    options_given,
+)
 from ns_splat_plus.strategy.default import InstrumentedDefaultStrategy
 from ns_splat_plus.strategy.mcmc import InstrumentedMCMCStrategy
-from ns_splat_plus.strategy.monitor import GradientMonitor, TrainingHealthError, seeded_rng
+from ns_splat_plus.strategy.monitor import GradientMonitor, seeded_rng
 from ns_splat_plus.strategy.records import (
     EVENTS,
     JSONL_NAME,
@@ -24,8 +32,25 @@ from ns_splat_plus.strategy.records import (
 from ns_splat_plus.strategy.stats import grad2d_statistics, opacity_statistics
 
 __all__ = [
-    "EVENTS", "JSONL_NAME", "DensificationLog", "GradientMonitor", "InstrumentedDefaultStrategy",
-    "InstrumentedMCMCStrategy", "InstrumentedStrategy", "StrategyOptions", "TrainingHealthError",
-    "attach_to_trainer", "build_strategy", "console_line", "grad2d_statistics", "load_callback",
-    "opacity_statistics", "recording_paused", "register_callback", "seeded_rng", "unregister_callback",
+    "EVENTS",
+    "JSONL_NAME",
+    "MCMC_RECIPE",
+    "apply_mcmc_recipe",
+    "options_given",
+    "DensificationLog",
+    "GradientMonitor",
+    "InstrumentedDefaultStrategy",
+    "InstrumentedMCMCStrategy",
+    "InstrumentedStrategy",
+    "StrategyOptions",
+    "attach_to_trainer",
+    "build_strategy",
+    "console_line",
+    "grad2d_statistics",
+    "load_callback",
+    "opacity_statistics",
+    "recording_paused",
+    "register_callback",
+    "seeded_rng",
+    "unregister_callback",
 ]

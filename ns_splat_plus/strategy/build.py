@@ -9,10 +9,11 @@ directory, the viewer panel's callbacks, the ``start`` record).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Tuple, Union
+from typing import Iterable, List, Literal, Sequence, Set, Tuple, Union
 
 from gsplat.strategy import MCMCStrategy
 
+from ns_splat_plus import upstream
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.schedule import scaled_steps
 from ns_splat_plus.strategy.default import InstrumentedDefaultStrategy
@@ -20,6 +21,37 @@ from ns_splat_plus.strategy.mcmc import InstrumentedMCMCStrategy
 from ns_splat_plus.strategy.records import DensificationLog
 
 InstrumentedStrategy = Union[InstrumentedDefaultStrategy, InstrumentedMCMCStrategy]
+
+MCMC_RECIPE = {"cull_alpha_thresh": 0.005, "stop_split_at": 25000}
+"""nerfstudio's splatfacto-mcmc recipe (``splat-plus-mcmc``): relocate at opacity <= 0.005, refine until 25000."""
+SPLATFACTO_VALUES = {"cull_alpha_thresh": 0.1, "stop_split_at": 15000}
+"""The same options in splatfacto's recipe (``splat-plus``): 0.1 is the initial opacity, 20x the MCMC recipe's."""
+
+
+def apply_mcmc_recipe(model_config, given: Iterable[str]) -> List[str]:
+    """``--pipeline.model.strategy mcmc`` on a method with splatfacto's recipe (``splat-plus``,
+    ``splat-plus-fast``): set the MCMC recipe's values of the options still at splatfacto's, unless
+    the user set them (``given``: field names set on the command line or by ``--load-config``).
+    Returns one line per change. Call before the schedule is scaled (``stop_split_at`` is a step count)."""
+    if getattr(model_config, "strategy", "default") != "mcmc":
+        return []
+    changes = []
+    for name, value in MCMC_RECIPE.items():
+        if name in given or getattr(model_config, name, None) != SPLATFACTO_VALUES[name]:
+            continue
+        setattr(model_config, name, value)
+        changes.append(f"--pipeline.model.{name.replace('_', '-')} {SPLATFACTO_VALUES[name]} -> {value}")
+    return changes
+
+
+def options_given(argv: Sequence[str], prefix: str, names: Iterable[str]) -> Set[str]:
+    """The field ``names`` that ``argv`` sets as ``--<prefix>.<name>`` (with - or _, ``=value`` or not)."""
+    given = set()
+    for name in names:
+        spellings = {f"--{prefix}.{name}", f"--{prefix}.{name.replace('_', '-')}"}
+        if any(arg.split("=", 1)[0] in spellings for arg in argv):
+            given.add(name)
+    return given
 
 
 @dataclass(frozen=True)
@@ -57,10 +89,10 @@ class StrategyOptions:
     empty_cache_after_refine: bool = True
 
     @classmethod
-    def from_model_config(cls, config, num_train_data: int, world_size: int) -> "StrategyOptions":
-        """``config``: a SplatPlusModelConfig (splatfacto's option names plus splat-plus's)."""
-        from ns_splat_plus.model.init import resolve_seed
-
+    def from_model_config(cls, config, num_train_data: int, world_size: int, rng_seed: int) -> "StrategyOptions":
+        """``config``: a SplatPlusModelConfig (splatfacto's option names plus splat-plus's); ``rng_seed``:
+        the run's seed as the model resolved it (the seed of its initial Gaussians), which every
+        random draw of a refine derives from."""
         return cls(
             strategy=config.strategy,
             refine_start_iter=config.warmup_length,
@@ -85,7 +117,7 @@ class StrategyOptions:
             zero_grad_patience=config.zero_grad_patience,
             warn_no_densify_after=config.warn_no_densify_after,
             stats_every_after_refine=max(1, getattr(config, "grad_stats_every_after_refine", 1)),
-            rng_seed=resolve_seed(config.init_seed),
+            rng_seed=int(rng_seed),
             callbacks=tuple(config.densify_callbacks),
             empty_cache_after_refine=getattr(config, "empty_cache_after_refine", True),
         )
@@ -145,6 +177,7 @@ def attach_to_trainer(trainer) -> None:
         return
     log.set_run_dir(trainer.base_dir)
     log.load_configured_callbacks()  # a wrong 'pkg.module:function' fails here, before step 0
+    log.take_registered_callbacks()  # register_callback's: this run's, not a later run's in this process
     panel = getattr(trainer, "health_panel", None)
     if panel is not None:
         if hasattr(panel, "on_refine"):
@@ -155,18 +188,30 @@ def attach_to_trainer(trainer) -> None:
         settings = {
             k: getattr(strategy, k)
             for k in (
-                "grow_grad2d", "grow_scale3d", "prune_opa", "refine_start_iter", "refine_stop_iter", "refine_every",
-                "reset_every", "absgrad", "cap_max", "noise_lr", "min_opacity",
+                "grow_grad2d",
+                "grow_scale3d",
+                "prune_opa",
+                "refine_start_iter",
+                "refine_stop_iter",
+                "refine_every",
+                "reset_every",
+                "absgrad",
+                "cap_max",
+                "noise_lr",
+                "min_opacity",
             )
             if hasattr(strategy, k)
         }
         log.emit(
             {
-                "step": int(getattr(trainer, "_start_step", 0)), "event": "start",
+                "step": upstream.start_step(trainer),
+                "event": "start",
                 "strategy": "mcmc" if isinstance(strategy, MCMCStrategy) else "default",
-                "num_gaussians": int(model.num_points), "world_size": collectives.get_world_size(), "settings": settings,
-                "zero_grad_patience": strategy.zero_grad_patience, "grad_summary_every": strategy.grad_summary_every,
+                "num_gaussians": int(model.num_points),
+                "world_size": collectives.get_world_size(),
+                "settings": settings,
+                "zero_grad_patience": strategy.zero_grad_patience,
+                "grad_summary_every": strategy.grad_summary_every,
                 "stats_every_after_refine": strategy.stats_every_after_refine,
             }
         )
-

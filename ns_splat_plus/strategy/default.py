@@ -20,6 +20,7 @@ from ns_splat_plus.parallel import collectives
 from ns_splat_plus.strategy.monitor import GradientMonitor, maybe_empty_cache, seeded_rng
 from ns_splat_plus.strategy.stats import dense_norms, grad2d_statistics
 
+
 @dataclass
 class InstrumentedDefaultStrategy(GradientMonitor, DefaultStrategy):
     """gsplat's DefaultStrategy (same decisions), with records, gradient watch and rank consistency.
@@ -84,8 +85,12 @@ class InstrumentedDefaultStrategy(GradientMonitor, DefaultStrategy):
                 gsplat_ops.reset_opa(params=params, optimizers=optimizers, state=state, value=self.prune_opa * 2.0)
                 if self.instrumentation:
                     self.log.emit(
-                        {"step": step, "event": "opacity_reset", "value": self.prune_opa * 2.0,
-                         "num_gaussians": len(params["means"])}
+                        {
+                            "step": step,
+                            "event": "opacity_reset",
+                            "value": self.prune_opa * 2.0,
+                            "num_gaussians": len(params["means"]),
+                        }
                     )
         elif self.instrumentation and sampled:
             out = dense_norms(info, self.key_for_gradient, self.absgrad, packed)
@@ -123,11 +128,17 @@ class InstrumentedDefaultStrategy(GradientMonitor, DefaultStrategy):
         if self.instrumentation:
             self.log.emit(
                 {
-                    "step": step, "event": "refine", "strategy": "default",
-                    "duplicated": int(n_dupli), "split": int(n_split), "pruned": int(n_prune),
-                    "num_gaussians_before": n, "num_gaussians": len(params["means"]),
-                    "grad2d": stats, "absgrad": self.absgrad, "world_size": collectives.get_world_size(),
+                    "step": step,
+                    "event": "refine",
+                    "strategy": "default",
+                    "duplicated": int(n_dupli),
+                    "split": int(n_split),
+                    "pruned": int(n_prune),
+                    "num_gaussians_before": n,
+                    "num_gaussians": len(params["means"]),
+                    "grad2d": stats,
+                    "absgrad": self.absgrad,
+                    "world_size": collectives.get_world_size(),
                 }
             )
             self._after_refine_checks(step, stats)
-

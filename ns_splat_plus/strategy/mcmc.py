@@ -21,6 +21,7 @@ from ns_splat_plus.strategy.mcmc_torch import inject_noise_torch, relocate_torch
 from ns_splat_plus.strategy.monitor import GradientMonitor, maybe_empty_cache, seeded_rng
 from ns_splat_plus.strategy.stats import dense_norms, grad2d_statistics, opacity_statistics
 
+
 @dataclass
 class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
     """gsplat's MCMCStrategy (same decisions), instrumented, rank-consistent, and runnable on the CPU.
@@ -35,7 +36,9 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
         if self.instrumentation and means2d is not None and means2d.requires_grad:
             means2d.retain_grad()  # only for the gradient statistics: MCMC decides on opacities
 
-    def step_post_backward(self, params, optimizers, state, step, info, packed: bool = False, lr: Optional[float] = None):
+    def step_post_backward(
+        self, params, optimizers, state, step, info, packed: bool = False, lr: Optional[float] = None
+    ):
         if lr is None:
             lr = float(optimizers["means"].param_groups[0]["lr"])
         device = params["means"].device
@@ -64,7 +67,9 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
                 self._refine(params, optimizers, state, step)
             # gsplat's per-step position noise, drawn from the seeded generator
             if params["means"].is_cuda:
-                gsplat_ops.inject_noise_to_position(params=params, optimizers=optimizers, state={}, scaler=lr * self.noise_lr)
+                gsplat_ops.inject_noise_to_position(
+                    params=params, optimizers=optimizers, state={}, scaler=lr * self.noise_lr
+                )
             else:
                 inject_noise_torch(params, lr * self.noise_lr)
 
@@ -87,10 +92,17 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
             mon.acc_count = torch.zeros(n_after, device=params["means"].device)
             self.log.emit(
                 {
-                    "step": step, "event": "refine", "strategy": "mcmc",
-                    "relocated": int(n_relocated), "added": int(n_added),
-                    "num_gaussians_before": n_before, "num_gaussians": n_after, "cap_max": self.cap_max,
-                    "opacity": opa_stats, "grad2d": grad_stats, "world_size": collectives.get_world_size(),
+                    "step": step,
+                    "event": "refine",
+                    "strategy": "mcmc",
+                    "relocated": int(n_relocated),
+                    "added": int(n_added),
+                    "num_gaussians_before": n_before,
+                    "num_gaussians": n_after,
+                    "cap_max": self.cap_max,
+                    "opacity": opa_stats,
+                    "grad2d": grad_stats,
+                    "world_size": collectives.get_world_size(),
                 }
             )
             self._after_refine_checks(step, grad_stats)
@@ -114,4 +126,3 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
         if n_gs > 0:
             sample_add_torch(params, optimizers, n_gs, binoms, self.min_opacity)
         return n_gs
-

@@ -15,7 +15,10 @@ from torch import Tensor
 
 from ns_splat_plus import upstream
 
-def compute_relocation_torch(opacities: Tensor, scales: Tensor, ratios: Tensor, binoms: Tensor) -> Tuple[Tensor, Tensor]:
+
+def compute_relocation_torch(
+    opacities: Tensor, scales: Tensor, ratios: Tensor, binoms: Tensor
+) -> Tuple[Tensor, Tensor]:
     """Pure-PyTorch ``gsplat.relocation.compute_relocation`` (Eq. 9 of 3DGS-as-MCMC), for the CPU.
 
     The double sum over i <= n, k < i of binom(i-1, k) * (-1)^k / sqrt(k+1) * o'^(k+1) is a single
@@ -110,4 +113,3 @@ def inject_noise_torch(params, scaler: float) -> None:
     gate = 1 / (1 + torch.exp(-100 * ((1 - opacities) - 0.995)))
     noise = torch.randn_like(params["means"]) * gate.unsqueeze(-1) * scaler
     params["means"].add_(torch.einsum("bij,bj->bi", covars, noise))
-

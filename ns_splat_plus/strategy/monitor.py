@@ -19,23 +19,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ns_splat_plus.errors import SplatPlusError
+from ns_splat_plus.errors import TrainingHealthError
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.strategy.records import DensificationLog, fmt_number
 from ns_splat_plus.strategy.stats import StepGradients, write_step_stats
 
-
-class TrainingHealthError(SplatPlusError):
-    """Training cannot lead anywhere useful (zero or non-finite gradients); the message says why."""
-
-    @classmethod
-    def shown(cls, message: str) -> "TrainingHealthError":
-        """The error, after printing its message in red on rank 0's console (the run's log)."""
-        if collectives.get_rank() == 0:
-            from nerfstudio.utils.rich_utils import CONSOLE
-
-            CONSOLE.print(f"[red]{message}[/red]")
-        return cls(message)
 
 def _step_seed(run_seed: int, step: int) -> int:
     return (int(run_seed) * 1_000_003 + int(step) * 7_919 + 0x5EED) % (2**63 - 1)
@@ -134,6 +122,53 @@ class GradientMonitor:
     def load_instrumentation_state(self, state: _MonitorState) -> None:
         self._mon = copy.deepcopy(state)
 
+    def monitor_state_dict(self) -> Dict[str, Any]:
+        """The bookkeeping as plain data for a checkpoint (tensors on the CPU, loadable with
+        ``weights_only=True``): refine count, warned flag, zero-gradient run, the summary window and the
+        rows not read yet, so that a resumed run writes the records and stops where the whole run would."""
+        mon = self._mon
+        state: Dict[str, Any] = {
+            k: copy.deepcopy(getattr(mon, k))
+            for k in (
+                "row_steps",
+                "row_present",
+                "window_start",
+                "zero_run",
+                "zero_run_start",
+                "zero_run_rows",
+                "zero_run_missing",
+                "zero_run_visible",
+                "refines",
+                "over_threshold_total",
+                "warned_no_densify",
+            )
+        }
+        state["window"] = [list(row) for row in mon.window]
+        pending = len(mon.row_steps)
+        state["rows"] = None if mon.rows is None or pending == 0 else mon.rows[:pending].detach().cpu().clone()
+        for key in ("acc_grad2d", "acc_count"):
+            value = getattr(mon, key)
+            state[key] = None if value is None else value.detach().cpu().clone()
+        return state
+
+    def load_monitor_state_dict(self, state: Dict[str, Any], device: torch.device) -> None:
+        """The inverse of :meth:`monitor_state_dict`, on ``device`` (the model's)."""
+        mon = _MonitorState()
+        for key, value in state.items():
+            if key in ("rows", "window", "acc_grad2d", "acc_count") or not hasattr(mon, key):
+                continue
+            setattr(mon, key, copy.deepcopy(value))
+        mon.window = [(int(r[0]), float(r[1]), float(r[2]), int(r[3]), int(r[4])) for r in state.get("window", [])]
+        for key in ("acc_grad2d", "acc_count"):
+            value = state.get(key)
+            setattr(mon, key, None if value is None else value.to(device))
+        rows = state.get("rows")
+        if rows is not None:
+            # the buffer _observe_step expects (its size decides when the host reads it), holding the unread rows
+            mon.rows = torch.zeros((max(self._flush_every(device), rows.shape[0] + 1), 3), device=device)
+            mon.rows[: rows.shape[0]] = rows.to(device)
+        self._mon = mon
+
     # -- per step ------------------------------------------------------------------------------------
 
     def _flush_every(self, device: torch.device) -> int:
@@ -155,7 +190,7 @@ class GradientMonitor:
         the host reads them every few steps. None: no gradient reached means2d this step."""
         mon = self._mon
         cap = self._flush_every(device)
-        if mon.rows is None or mon.rows.shape[0] != cap or mon.rows.device != device:
+        if mon.rows is None or mon.rows.shape[0] < cap or mon.rows.device != device:  # larger: restored rows
             mon.rows = torch.zeros((cap, 3), device=device)
         write_step_stats(mon.rows[len(mon.row_steps)], grads)
         mon.row_steps.append(step)
@@ -183,7 +218,9 @@ class GradientMonitor:
         device = mon.rows.device
         rows = mon.rows[:n]
         present = torch.tensor(mon.row_present, dtype=rows.dtype).to(device)
-        sums = torch.cat((rows[:, 0:1], rows[:, 2:3], present[:, None]), dim=1)  # sum, visible, present: summed over ranks
+        sums = torch.cat(
+            (rows[:, 0:1], rows[:, 2:3], present[:, None]), dim=1
+        )  # sum, visible, present: summed over ranks
         maxes = rows[:, 1].clone()  # max: max over ranks
         collectives.all_reduce(sums, "SUM")
         collectives.all_reduce(maxes, "MAX")
@@ -200,7 +237,13 @@ class GradientMonitor:
                 mon.zero_run_missing += int(present == 0)
                 mon.zero_run_visible = max(mon.zero_run_visible, int(visible))
             else:
-                mon.zero_run, mon.zero_run_start, mon.zero_run_rows, mon.zero_run_missing, mon.zero_run_visible = 0, None, 0, 0, 0
+                mon.zero_run, mon.zero_run_start, mon.zero_run_rows, mon.zero_run_missing, mon.zero_run_visible = (
+                    0,
+                    None,
+                    0,
+                    0,
+                    0,
+                )
         mon.row_steps.clear()
         mon.row_present.clear()
         if self.zero_grad_patience > 0 and mon.zero_run >= self.zero_grad_patience:
@@ -284,5 +327,6 @@ class GradientMonitor:
                 f"lower --pipeline.model.densify-grad-thresh (about {fmt_number(stats['p99'])} densifies ~1%), or check "
                 "that the loss reaches the Gaussians."
             )
-            self.log.emit({"step": step, "event": "warning", "kind": "no_densification", "message": message, "grad2d": stats})
-
+            self.log.emit(
+                {"step": step, "event": "warning", "kind": "no_densification", "message": message, "grad2d": stats}
+            )

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-from torch import Tensor
-
 from nerfstudio.utils import writer
 from nerfstudio.utils.rich_utils import CONSOLE
+from torch import Tensor
 
 from ns_splat_plus.parallel import collectives
 
@@ -41,6 +40,10 @@ def register_callback(fn: Optional[EventCallback] = None, *, events: Optional[It
     ``start``, ``refine``, ``opacity_reset``, ``gradient_summary``, ``warning``, ``error``), the
     same object that goes to ``densification.jsonl``. Called on rank 0, in the training process,
     right after the event. Usable as a decorator, with or without ``events``. Returns ``fn``.
+
+    A registration is for the next run this process starts: the run takes the registered callbacks
+    when it is set up, so that none of them is called by a later run of the same process (a notebook,
+    a test session, the benchmark probe). Register again before each run that needs it.
     """
     selected = None if events is None else frozenset(events)
     if selected is not None and not selected <= set(EVENTS):
@@ -56,8 +59,15 @@ def register_callback(fn: Optional[EventCallback] = None, *, events: Optional[It
 
 
 def unregister_callback(fn: EventCallback) -> None:
-    """Stop calling ``fn`` (every registration of it)."""
+    """Drop ``fn``'s registrations that no run has taken yet."""
     _CALLBACKS[:] = [(f, e) for (f, e) in _CALLBACKS if f is not fn]
+
+
+def take_registered_callbacks() -> List[Tuple[EventCallback, Optional[frozenset]]]:
+    """The registered callbacks, removed from the registry (a run takes them when it is set up)."""
+    taken = list(_CALLBACKS)
+    _CALLBACKS.clear()
+    return taken
 
 
 def load_callback(path: str) -> EventCallback:
@@ -137,6 +147,10 @@ class DensificationLog:
             self.callbacks.append((load_callback(path), None))
         self.callback_paths = []
 
+    def take_registered_callbacks(self) -> None:
+        """Adopt the callbacks registered with :func:`register_callback` (for this run only)."""
+        self.callbacks.extend(take_registered_callbacks())
+
     def add_callback(self, fn: EventCallback, events: Optional[Iterable[str]] = None) -> None:
         """A callback for this run only (the global registry is :func:`register_callback`)."""
         self.callbacks.append((fn, None if events is None else frozenset(events)))
@@ -156,7 +170,7 @@ class DensificationLog:
             line = console_line(record)
             if line:
                 CONSOLE.log(line)
-        for fn, events in list(self.callbacks) + list(_CALLBACKS):
+        for fn, events in list(self.callbacks):
             if events is not None and record["event"] not in events:
                 continue
             try:
@@ -164,7 +178,9 @@ class DensificationLog:
             except Exception as err:  # a user's plotting bug must not end a training run
                 if id(fn) not in self._failed_callbacks:
                     self._failed_callbacks.add(id(fn))
-                    CONSOLE.print(f"[yellow]Densification callback {getattr(fn, '__name__', fn)} failed: {err!r}[/yellow]")
+                    CONSOLE.print(
+                        f"[yellow]Densification callback {getattr(fn, '__name__', fn)} failed: {err!r}[/yellow]"
+                    )
 
     @staticmethod
     def _to_writer(record: Record) -> None:
@@ -205,4 +221,3 @@ def console_line(record: Record) -> Optional[str]:
     if event in ("warning", "error"):
         return f"[{'yellow' if event == 'warning' else 'red'}]{record['message']}[/]"
     return None
-

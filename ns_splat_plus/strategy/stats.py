@@ -43,7 +43,9 @@ def grad2d_statistics(grad2d: Tensor, count: Tensor, threshold: Optional[float])
     n = visible.numel()
     stats: Dict[str, Any] = {"threshold": threshold, "num_visible": n}
     if n == 0:
-        stats.update(mean=0.0, median=0.0, p90=0.0, p99=0.0, max=0.0, num_over_threshold=0 if threshold is not None else None)
+        stats.update(
+            mean=0.0, median=0.0, p90=0.0, p99=0.0, max=0.0, num_over_threshold=0 if threshold is not None else None
+        )
         return stats
     ordered = visible.sort().values
     parts = [visible.mean(), *_quantiles(ordered, (0.5, 0.9, 0.99)), ordered[-1]]
@@ -66,8 +68,13 @@ def opacity_statistics(opacity_logits: Tensor, threshold: float) -> Dict[str, An
         [opacities.mean(), *_quantiles(ordered, (0.1, 0.5, 0.9)), (opacities <= threshold).sum().to(opacities.dtype)]
     ).tolist()
     return {
-        "mean": values[0], "p10": values[1], "median": values[2], "p90": values[3],
-        "threshold": threshold, "num_below_threshold": int(values[4]), "num_gaussians": n,
+        "mean": values[0],
+        "p10": values[1],
+        "median": values[2],
+        "p90": values[3],
+        "threshold": threshold,
+        "num_below_threshold": int(values[4]),
+        "num_gaussians": n,
     }
 
 
@@ -116,4 +123,3 @@ def write_step_stats(row: Tensor, grads: Optional[StepGradients]) -> None:
         row[2].fill_(float(norms.numel()))
     else:
         torch.sum(where, dim=dims, dtype=row.dtype, out=row[2])
-

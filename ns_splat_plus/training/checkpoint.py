@@ -20,6 +20,8 @@ Everything saved is plain tensors / Python numbers, loadable with ``torch.load(w
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 import re
 from pathlib import Path
@@ -27,7 +29,6 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
-
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import upstream
@@ -75,7 +76,9 @@ def resolve_checkpoint_path(
                 load_dir, "this --load-dir is not a directory", "pass the run's nerfstudio_models directory"
             )
         return _step_file(
-            load_dir, load_step, "no step-<N>.ckpt file in this --load-dir",
+            load_dir,
+            load_step,
+            "no step-<N>.ckpt file in this --load-dir",
             "pass the run's nerfstudio_models directory (checkpoints are written every --steps-per-save)",
             "with --load-step",
         )
@@ -108,7 +111,8 @@ def checked_checkpoint_step(checkpoint_dir: Path, load_step: Optional[int]) -> i
     import zipfile
 
     path = _step_file(
-        Path(checkpoint_dir), load_step,
+        Path(checkpoint_dir),
+        load_step,
         "the run has no step-<N>.ckpt checkpoint (deleted, or training stopped before it saved one)",
         "restore the run's nerfstudio_models/ directory, or train again (ns-train saves every --steps-per-save steps and at the end)",
         "with --load-step in config.yml",
@@ -123,7 +127,11 @@ def checked_checkpoint_step(checkpoint_dir: Path, load_step: Optional[int]) -> i
             path,
             f"the file is damaged or truncated ({exc}; {path.stat().st_size} bytes)",
             "restore it from a backup"
-            + (f", or delete it to use the previous checkpoint (saved steps: {others})" if others else ", or train again"),
+            + (
+                f", or delete it to use the previous checkpoint (saved steps: {others})"
+                if others
+                else ", or train again"
+            ),
         ) from None
     return step
 
@@ -179,8 +187,12 @@ def rng_states() -> Dict[str, Any]:
     np_state = np.random.get_state()
     states = {
         "python": random.getstate(),
-        "numpy": {"key": torch.from_numpy(np_state[1].copy()), "pos": int(np_state[2]), "has_gauss": int(np_state[3]),
-                  "cached_gaussian": float(np_state[4])},
+        "numpy": {
+            "key": torch.from_numpy(np_state[1].copy()),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -219,7 +231,9 @@ def restore_rng_states(states: Dict[str, Any]) -> None:
         random.setstate((version, tuple(internal), gauss))
     if "numpy" in states:
         s = states["numpy"]
-        np.random.set_state(("MT19937", s["key"].numpy().astype(np.uint32), s["pos"], s["has_gauss"], s["cached_gaussian"]))
+        np.random.set_state(
+            ("MT19937", s["key"].numpy().astype(np.uint32), s["pos"], s["has_gauss"], s["cached_gaussian"])
+        )
     if "torch" in states:
         torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
@@ -234,6 +248,9 @@ def sampler_state(datamanager) -> Optional[Dict[str, Any]]:
     if unseen is None:
         return None
     state: Dict[str, Any] = {"train_unseen_cameras": [int(i) for i in unseen]}
+    eval_unseen = getattr(datamanager, "eval_unseen_cameras", None)
+    if eval_unseen is not None:  # the in-training evaluation's image order (next_eval_image pops from it)
+        state["eval_unseen_cameras"] = [int(i) for i in eval_unseen]
     generator = getattr(datamanager, "random_generator", None)
     if isinstance(generator, random.Random):
         state["random_generator"] = generator.getstate()
@@ -246,6 +263,8 @@ def restore_sampler_state(datamanager, state: Dict[str, Any]) -> None:
         return
     if "train_unseen_cameras" in state:
         datamanager.train_unseen_cameras = [int(i) for i in state["train_unseen_cameras"]]
+    if "eval_unseen_cameras" in state and hasattr(datamanager, "eval_unseen_cameras"):
+        datamanager.eval_unseen_cameras = [int(i) for i in state["eval_unseen_cameras"]]
     if "random_generator" in state and isinstance(getattr(datamanager, "random_generator", None), random.Random):
         version, internal, gauss = state["random_generator"]
         datamanager.random_generator.setstate((version, tuple(internal), gauss))
@@ -261,8 +280,16 @@ def strategy_state_for_checkpoint(model) -> Dict[str, Any]:
         elif value is None or isinstance(value, (bool, int, float, str)):
             saved[key] = value
         else:  # anything else would make the file fail weights_only loading
-            CONSOLE.print(f"[yellow]Strategy state '{key}' ({type(value).__name__}) is not saved in checkpoints.[/yellow]")
+            CONSOLE.print(
+                f"[yellow]Strategy state '{key}' ({type(value).__name__}) is not saved in checkpoints.[/yellow]"
+            )
     return saved
+
+
+def monitor_state_for_checkpoint(model) -> Optional[Dict[str, Any]]:
+    """The gradient monitor's bookkeeping (refine count, warned flag, zero-gradient run, summary window)."""
+    strategy = getattr(model, "strategy", None)
+    return strategy.monitor_state_dict() if hasattr(strategy, "monitor_state_dict") else None
 
 
 def training_facts(trainer) -> Dict[str, Any]:
@@ -301,12 +328,27 @@ def checkpoint_state(trainer, step: int, rng_per_rank: Optional[List[Dict[str, A
             "schedulers": {k: v.state_dict() for (k, v) in trainer.optimizers.schedulers.items()},
             "scalers": trainer.grad_scaler.state_dict(),
             "strategy_state": strategy_state_for_checkpoint(trainer.pipeline.model),
+            "strategy_monitor": monitor_state_for_checkpoint(trainer.pipeline.model),
             "sampler": sampler_state(trainer.pipeline.datamanager),
             "rng": rng_states() if not rng_per_rank else rng_per_rank[0],
             "rng_per_rank": rng_per_rank or [],
             "training": training_facts(trainer),
         }
     )
+
+
+def fsync_directory(directory: Path) -> None:
+    """Flush a directory's entries (a rename into it) to disk; a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # Windows, or a filesystem that refuses: the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_checkpoint(state: Dict[str, Any], checkpoint_dir: Path, step: int) -> Path:
@@ -318,16 +360,26 @@ def write_checkpoint(state: Dict[str, Any], checkpoint_dir: Path, step: int) -> 
     tmp_path = path.parent.parent / f".{path.name}.tmp"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(state, tmp_path)
+        with open(tmp_path, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes on disk before the rename makes them the checkpoint
         tmp_path.replace(path)
+        fsync_directory(path.parent)  # and the rename itself (a crash now keeps the new name)
     except (OSError, RuntimeError) as err:
         tmp_path.unlink(missing_ok=True)
         reason = getattr(err, "strerror", None) or str(err).strip().splitlines()[0]
+        full = getattr(err, "errno", None) == errno.ENOSPC or "No space left" in str(err)
+        earlier = [s for s in checkpoint_steps(path.parent) if s != step] if path.parent.is_dir() else []
+        kept = (
+            f"the last checkpoint, {path.parent / f'step-{earlier[-1]:09d}.ckpt'}, is untouched"
+            if earlier
+            else "this run has no earlier checkpoint: the steps trained so far are lost"
+        )
         raise CheckpointError(
             path,
-            f"it could not be written ({type(err).__name__}: {reason}); earlier checkpoints are untouched",
-            "free disk space (or point --output-dir at another disk) and resume from the last checkpoint",
+            ("disk full: " if full else "") + f"it could not be written ({type(err).__name__}: {reason}); {kept}",
+            "free disk space (or point --output-dir at another disk)"
+            + (f" and resume with --load-dir {path.parent}" if earlier else " and train again"),
         ) from None
     return path
-
-

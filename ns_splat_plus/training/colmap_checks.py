@@ -67,7 +67,9 @@ def check_model(cameras: Dict, images: Dict, cam_file: Path, img_file: Path) -> 
     if not cameras:
         raise UserInputError(f"{cam_file} lists no cameras", _REEXPORT)
     if not images:
-        raise UserInputError(f"{img_file} lists no images: COLMAP registered no photo", "re-run COLMAP's mapper on the photos")
+        raise UserInputError(
+            f"{img_file} lists no images: COLMAP registered no photo", "re-run COLMAP's mapper on the photos"
+        )
     for cam_id, cam in cameras.items():
         if cam.width <= 0 or cam.height <= 0:
             raise UserInputError(f"camera {cam_id} in {cam_file} has size {cam.width}x{cam.height}", _REEXPORT)
@@ -87,28 +89,69 @@ def check_model(cameras: Dict, images: Dict, cam_file: Path, img_file: Path) -> 
         )
     for im in images.values():
         if im.camera_id not in cameras:
-            raise UserInputError(f"photo {im.name} in {img_file} uses camera {im.camera_id}, which {cam_file} does not list", _REEXPORT)
+            raise UserInputError(
+                f"photo {im.name} in {img_file} uses camera {im.camera_id}, which {cam_file} does not list", _REEXPORT
+            )
         pose = np.concatenate([np.asarray(im.qvec, dtype=float), np.asarray(im.tvec, dtype=float)])
         if not np.all(np.isfinite(pose)) or np.linalg.norm(pose[:4]) == 0:
             raise UserInputError(
                 f"photo {im.name} in {img_file} has an invalid pose (rotation {list(im.qvec)}, translation {list(im.tvec)})",
                 "re-run COLMAP, or remove that photo's entry from the model",
             )
+    check_camera_spread(images, img_file)
+
+
+def check_camera_spread(images: Dict, img_file: Path) -> None:
+    """At least two photos from different positions: nerfstudio's parser scales the scene by the
+    largest camera offset from their centre, and divides by zero when there is none."""
+    ordered = [images[k] for k in sorted(images)]
+    if len(ordered) < 2:
+        raise UserInputError(
+            f"{img_file} registers only one photo ({ordered[0].name}): splat-plus needs at least 2 photos "
+            "taken from different positions",
+            "re-run COLMAP's mapper with more photos of the scene (it registered only one)",
+        )
+    centres = []
+    for im in ordered:
+        w, x, y, z = (float(v) for v in im.qvec)
+        norm = math.sqrt(w * w + x * x + y * y + z * z)
+        w, x, y, z = w / norm, x / norm, y / norm, z / norm
+        rot = np.array(
+            [
+                [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+            ]
+        )
+        centres.append(-rot.T @ np.asarray(im.tvec, dtype=float))  # world position of the camera
+    if np.ptp(np.stack(centres), axis=0).max() == 0:
+        raise UserInputError(
+            f"all {len(ordered)} photos in {img_file} were taken from the same position: splat-plus needs photos "
+            "from different positions",
+            "re-run COLMAP's mapper, or add photos taken from other positions",
+        )
 
 
 def _scaled(size: int, factor: int, mode: str) -> int:
     # nerfstudio's Cameras.rescale_output_resolution(1 / factor, mode)
     value = size / factor
-    return {"floor": int(value), "round": int(math.floor(0.5 + value)), "ceil": int(math.ceil(value))}.get(mode, int(value))
+    return {"floor": int(value), "round": int(math.floor(0.5 + value)), "ceil": int(math.ceil(value))}.get(
+        mode, int(value)
+    )
 
 
 def _photo_size(path: Path) -> Tuple[int, int]:
     from PIL import Image
 
     if not path.is_file():
-        raise UserInputError(f"photo {path} is missing (the COLMAP model lists it)", "restore the photo, or remove it from the COLMAP model")
+        raise UserInputError(
+            f"photo {path} is missing (the COLMAP model lists it)",
+            "restore the photo, or remove it from the COLMAP model",
+        )
     if path.stat().st_size == 0:
-        raise UserInputError(f"photo {path} is empty (0 bytes)", "restore the photo, or remove it from the COLMAP model")
+        raise UserInputError(
+            f"photo {path} is empty (0 bytes)", "restore the photo, or remove it from the COLMAP model"
+        )
     try:
         with Image.open(path) as im:  # reads the header only
             return im.size
@@ -128,7 +171,9 @@ def auto_downscale_factor(first_photo: Path) -> int:
     return 2**df
 
 
-def check_photos(images: Dict, cameras: Dict, images_dir: Path, factor: Optional[int], rounding: str, cam_file: Path, batch_job: bool) -> None:
+def check_photos(
+    images: Dict, cameras: Dict, images_dir: Path, factor: Optional[int], rounding: str, cam_file: Path, batch_job: bool
+) -> None:
     """Every photo the model lists exists, has a readable header and the size of its camera
     (divided by the downscale factor, rounded as nerfstudio rounds)."""
     ordered = [images[k] for k in sorted(images)]
@@ -161,4 +206,12 @@ def check_colmap_scene(colmap_dir: Path, images_dir: Path, parser, read_points: 
     """All of the above for a ``colmap`` dataparser config ``parser``."""
     cameras, images, _, cam_file, img_file = read_model(colmap_dir, read_points)
     check_model(cameras, images, cam_file, img_file)
-    check_photos(images, cameras, images_dir, parser.downscale_factor, getattr(parser, "downscale_rounding_mode", "floor"), cam_file, batch_job)
+    check_photos(
+        images,
+        cameras,
+        images_dir,
+        parser.downscale_factor,
+        getattr(parser, "downscale_rounding_mode", "floor"),
+        cam_file,
+        batch_job,
+    )

@@ -1,7 +1,7 @@
 """SplatPlusDataManager: nerfstudio's FullImageDatamanager, with train images in host memory or streamed.
 
 Camera selection is here (:meth:`SplatPlusDataManager.next_train`: one camera per step, or B batched); where the images live and how
-they reach the device is :mod:`.image_memory` / :mod:`.image_store` (``cached_train`` is a store:
+they reach the device is :mod:`ns_splat_plus.training.images` (``cached_train`` is a store:
 host memory or streaming, chosen at start-up, and ``_train_batch`` moves one image per step,
 prefetched one step ahead).
 """
@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type
 
 import torch
-
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
 
 from ns_splat_plus.errors import UserInputError
-from ns_splat_plus.model.render import HOST_IMAGE_SIZE, RENDER_CACHE, concatenated_cameras
+from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, RENDER_CACHE, concatenated_cameras
 from ns_splat_plus.parallel import camera_for_step, cameras_for_step, collectives
 
 
@@ -114,25 +113,26 @@ class SplatPlusDataManager(FullImageDatamanager):
             if camera.camera_to_worlds.device != torch.device(self.device):  # on the device already: no copy
                 camera = camera.to(self.device)
             camera.metadata = dict(camera.metadata or {})
-            camera.metadata.update({"cam_idx": image_idx, HOST_IMAGE_SIZE: self._train_image_sizes[image_idx],
-                                    RENDER_CACHE: {}})
+            camera.metadata.update(
+                {"cam_idx": image_idx, HOST_IMAGE_SIZE: self._train_image_sizes[image_idx], RENDER_CACHE: {}}
+            )
             cameras[image_idx] = camera
         return camera
 
-    # --- where train images live (image_memory.py / image_store.py) --------------------------------
+    # --- where train images live (training/images/) ------------------------------------------------
 
     @cached_property
     def cached_train(self):
         """The train images: a :class:`HostImageStore` or :class:`StreamingImageStore` (indexable like
         upstream's list), chosen by :func:`choose_image_memory`; sets ``train_cameras`` (device)."""
-        from ns_splat_plus.training import image_loading
+        from ns_splat_plus.training.images import load
 
         with photo_errors(self.train_dataset):  # a photo that cannot be decoded: one message naming it
-            return image_loading.load_train_images(self)
+            return load.load_train_images(self)
 
     @property
     def image_plan(self):
-        """Where the train images live (:class:`~.image_memory.ImageMemoryPlan`); loads them first."""
+        """Where the train images live (:class:`~ns_splat_plus.training.images.plan.ImageMemoryPlan`); loads them first."""
         self.cached_train  # noqa: B018
         return self._image_plan
 
@@ -195,7 +195,6 @@ class SplatPlusDataManager(FullImageDatamanager):
             buffer = buffers[key] = torch.empty(shape, dtype=values[0].dtype, device=device)
         return torch.stack(on_device, out=buffer)
 
-
     @cached_property
     def _train_image_sizes(self) -> List[Tuple[int, int]]:
         """(height, width) per training camera, read once from the dataset's host cameras (after
@@ -208,7 +207,7 @@ class SplatPlusDataManager(FullImageDatamanager):
     def cached_eval(self) -> List[Dict[str, torch.Tensor]]:
         """Eval images stay in host memory whatever ``cache_images`` says; evaluation moves one at a
         time to the device (upstream keeps them all on the GPU with cache_images="gpu")."""
-        from ns_splat_plus.training import image_loading
+        from ns_splat_plus.training.images import load
 
         with photo_errors(self.eval_dataset):
-            return image_loading.load_eval_images(self)
+            return load.load_eval_images(self)

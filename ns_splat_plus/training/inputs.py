@@ -28,14 +28,24 @@ def check_options(config) -> None:
         raise UserInputError(f"--max-num-iterations must be at least 1, got {config.max_num_iterations}")
     steps_scaler = getattr(config, "steps_scaler", 1.0)
     if not (isinstance(steps_scaler, (int, float)) and math.isfinite(steps_scaler) and steps_scaler > 0):
-        raise UserInputError(f"--steps-scaler must be a positive number (0.5: the schedule in half the steps), got {steps_scaler}")
+        raise UserInputError(
+            f"--steps-scaler must be a positive number (0.5: the schedule in half the steps), got {steps_scaler}"
+        )
+    if config.max_num_iterations * steps_scaler < 1:
+        raise UserInputError(
+            f"--steps-scaler {steps_scaler:g} turns the {config.max_num_iterations}-step schedule into "
+            f"{config.max_num_iterations * steps_scaler:.2g} steps (it would train 1 step)",
+            f"pass a --steps-scaler of at least {1 / config.max_num_iterations:.2g} (0.5: the schedule in half the steps)",
+        )
     if getattr(config, "warmup_steps", 0) < 0:
         raise UserInputError(f"--warmup-steps must be 0 (off) or more, got {config.warmup_steps}")
     model = config.pipeline.model
     for name in ("refine_every", "sh_degree_interval"):
         value = getattr(model, name, 1)
         if value <= 0:
-            raise UserInputError(f"--pipeline.model.{name.replace('_', '-')} must be a positive number of steps, got {value}")
+            raise UserInputError(
+                f"--pipeline.model.{name.replace('_', '-')} must be a positive number of steps, got {value}"
+            )
     check_cameras_per_step(config)
     if getattr(model, "rasterizer", "auto") == "gsplat" and config.machine.device_type != "cuda":
         raise UserInputError(
@@ -60,12 +70,29 @@ def check_cameras_per_step(config) -> None:
         unsupported.append("--pipeline.model.use-bilateral-grid True")
     if unsupported:
         raise UserInputError(
-            f"--pipeline.datamanager.cameras-per-step {per_step} does not work with " + " and ".join(unsupported)
+            f"--pipeline.datamanager.cameras-per-step {per_step} does not work with "
+            + " and ".join(unsupported)
             + ": use --pipeline.datamanager.cameras-per-step 1, or turn those off"
         )
 
 
-def _dataset_path(config) -> Optional[Path]:
+def check_cameras_per_step_fits(config, train_images: int, world_size: int) -> None:
+    """B cameras per step on W ranks are W x B distinct draws of the training photos: refused when
+    there are fewer photos (each would be rendered several times in one step, and the schedule,
+    scaled for W x B cameras per step, would shrink for draws that are not there)."""
+    per_step = getattr(config.pipeline.datamanager, "cameras_per_step", 1)
+    if per_step * world_size <= train_images:
+        return
+    ranks = f" on {world_size} ranks ({per_step * world_size} per step)" if world_size > 1 else ""
+    raise UserInputError(
+        f"--pipeline.datamanager.cameras-per-step {per_step}{ranks} asks for more distinct cameras per step than "
+        f"the {train_images} training photos",
+        f"pass --pipeline.datamanager.cameras-per-step {max(1, train_images // world_size)} or less",
+    )
+
+
+def dataset_path(config) -> Optional[Path]:
+    """The dataset a trainer config points to (the datamanager's or the dataparser's ``data``)."""
     datamanager = config.pipeline.datamanager
     data = getattr(datamanager, "data", None) or getattr(datamanager.dataparser, "data", None)
     return Path(data) if data is not None else None
@@ -79,7 +106,7 @@ def _count_images(folder: Path) -> int:
 
 def preflight(config) -> None:
     """Raise UserInputError if the dataset the run points to cannot work."""
-    data = _dataset_path(config)
+    data = dataset_path(config)
     if data is None:
         raise UserInputError("no dataset given: pass --data PATH (a COLMAP, nerfstudio or instant-ngp scene)")
     if not data.exists():
@@ -88,7 +115,11 @@ def preflight(config) -> None:
     kind = type(parser).__name__
     model = config.pipeline.model
     wants_points = getattr(parser, "load_3D_points", False) and not getattr(model, "random_init", False)
-    if getattr(model, "random_init", False) and getattr(parser, "load_3D_points", False) and kind == "ColmapDataParserConfig":
+    if (
+        getattr(model, "random_init", False)
+        and getattr(parser, "load_3D_points", False)
+        and kind == "ColmapDataParserConfig"
+    ):
         colmap_dir = data / parser.colmap_path
         if not any((colmap_dir / f"points3D.{ext}").exists() for ext in ("bin", "txt")):
             # nerfstudio's colmap parser reads points3D whenever load_3D_points is on, whatever the model wants
@@ -111,12 +142,18 @@ def preflight(config) -> None:
             )
         # the model files and every photo's header, each problem naming the file (colmap_checks.py)
         colmap_checks.check_colmap_scene(
-            colmap_dir, root / parser.images_path, parser, read_points=getattr(parser, "load_3D_points", False), batch_job=is_batch_job()
+            colmap_dir,
+            root / parser.images_path,
+            parser,
+            read_points=getattr(parser, "load_3D_points", False),
+            batch_job=is_batch_job(),
         )
     elif kind in ("NerfstudioDataParserConfig", "InstantNGPDataParserConfig"):
         transforms = data if data.suffix == ".json" else data / "transforms.json"
         if not transforms.is_file():
-            colmap_model = next((p for p in (data / "colmap" / "sparse" / "0", data / "sparse" / "0") if p.is_dir()), None)
+            colmap_model = next(
+                (p for p in (data / "colmap" / "sparse" / "0", data / "sparse" / "0") if p.is_dir()), None
+            )
             if colmap_model is not None:
                 raise UserInputError(
                     f"no transforms.json at {transforms}, but {data} holds a COLMAP model ({colmap_model}): "
@@ -164,7 +201,9 @@ def check_image_layout(images_dir: Path, downscale_factor: Optional[int]) -> Non
     full = _count_images(images_dir)
     factors = downscaled_folders(images_dir)
     if full == 0 and not factors:
-        raise UserInputError(f"no images found in {images_dir} (nor in {images_dir.name}_2, _4, ...): the scene needs its photos there")
+        raise UserInputError(
+            f"no images found in {images_dir} (nor in {images_dir.name}_2, _4, ...): the scene needs its photos there"
+        )
     if downscale_factor is None or downscale_factor == 1:
         if full == 0:
             options = " or ".join(f"`colmap --downscale-factor {f}`" for f in factors)
@@ -179,7 +218,9 @@ def check_image_layout(images_dir: Path, downscale_factor: Optional[int]) -> Non
         fix = f"pass a factor that exists (downscaled folders: {have})"
         if full > 0:
             fix += f", or create {images_dir.name}_{downscale_factor}/ first (run ns-train once from a terminal, which offers it)"
-        raise UserInputError(f"--downscale-factor {downscale_factor} needs {images_dir.parent / f'{images_dir.name}_{downscale_factor}'}, which has no images: {fix}")
+        raise UserInputError(
+            f"--downscale-factor {downscale_factor} needs {images_dir.parent / f'{images_dir.name}_{downscale_factor}'}, which has no images: {fix}"
+        )
 
 
 _DATAPARSER_DIRS = ("nerfstudio/data/dataparsers", "nerfstudio/data/utils")

@@ -20,18 +20,20 @@ Differences from nerfstudio's loop, and why:
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from typing import Any, Optional
 
 import torch
-
 from nerfstudio.utils import writer
 from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.writer import EventName, TimeWriter
 
+from ns_splat_plus import upstream
 from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.parallel import collectives
+from ns_splat_plus.training import outputs
 from ns_splat_plus.training.step import run_training_step
 from ns_splat_plus.upstream import note_running_time
 
@@ -66,6 +68,12 @@ class StopRequest:
         if self.signal_name is not None and signum == signal.SIGINT:
             raise SystemExit(f"splat-plus: {name} again: exiting without saving a checkpoint")
         self.signal_name = name
+        # said at once: an evaluation of all images can hold the step boundary for minutes
+        sys.stderr.write(
+            f"\nsplat-plus: {name} received: training stops after the current step (or evaluation) "
+            "and saves a checkpoint; press Ctrl-C again to exit at once without saving\n"
+        )
+        sys.stderr.flush()
 
     def agreed(self, step: int, device: torch.device) -> Optional[str]:
         """The signal to stop for, the same on every rank (None: go on)."""
@@ -85,27 +93,27 @@ def steps_to_run(start_step: int, max_num_iterations: int) -> range:
 
 
 def train_loop(trainer: Any) -> None:
-    """Train ``trainer`` (a set-up SplatPlusTrainer) from ``trainer._start_step``; every rank runs it
+    """Train ``trainer`` (a set-up SplatPlusTrainer) from its start step; every rank runs it
     (nerfstudio's ``check_main_thread`` must not wrap it: ranks > 0 would skip their steps)."""
     assert trainer.pipeline.datamanager.train_dataset is not None, "Missing DatsetInputs"
     if hasattr(trainer.pipeline.datamanager, "train_dataparser_outputs"):
         trainer.pipeline.datamanager.train_dataparser_outputs.save_dataparser_transform(
             trainer.base_dir / "dataparser_transforms.json"
         )
-    trainer._init_viewer_state()
+    upstream.init_viewer_state(trainer)
     stop = StopRequest()
     stop.install()
     device = torch.device(trainer.device)
     try:
         with TimeWriter(writer, EventName.TOTAL_TRAIN_TIME):
             trainer.stop_training = False
-            for step in steps_to_run(trainer._start_step, trainer.config.max_num_iterations):
+            for step in steps_to_run(upstream.start_step(trainer), trainer.config.max_num_iterations):
                 trainer.step = step
                 if trainer.stop_training:
                     break
                 while trainer.training_state == "paused":
                     if trainer.stop_training:
-                        trainer._after_train()
+                        upstream.after_train(trainer)
                         return
                     time.sleep(0.01)
                 log_step = step_check(step, trainer.config.logging.steps_per_log, run_at_zero=True)
@@ -114,14 +122,18 @@ def train_loop(trainer: Any) -> None:
                     loss, loss_dict, metrics_dict = run_training_step(trainer, step)
                     duration = time.time() - started
                 put_step_times(trainer, step, duration, log_step)
-                trainer._update_viewer_state(step)
+                if log_step and stop.signal_name is None:  # a statvfs: stop with a checkpoint while one fits
+                    stop.signal_name = outputs.low_disk_reason(trainer)
+                upstream.update_viewer_state(trainer, step)
                 if log_step:
                     writer.put_scalar(name="Train Loss", scalar=loss, step=step)
                     writer.put_dict(name="Train Loss Dict", scalar_dict=loss_dict, step=step)
                     writer.put_dict(name="Train Metrics Dict", scalar_dict=metrics_dict, step=step)
                     if device.type == "cuda":
                         writer.put_scalar(
-                            name="GPU Memory (MB)", scalar=torch.cuda.max_memory_allocated(device) / (1024**2), step=step
+                            name="GPU Memory (MB)",
+                            scalar=torch.cuda.max_memory_allocated(device) / (1024**2),
+                            step=step,
                         )
                 if trainer.pipeline.datamanager.eval_dataset and eval_due(trainer, step):
                     with trainer.train_lock:
@@ -134,14 +146,16 @@ def train_loop(trainer: Any) -> None:
                     _stop_on_signal(trainer, step, reason)
     finally:
         stop.uninstall()
-    trainer._after_train()
+    upstream.after_train(trainer)
 
 
 def eval_due(trainer: Any, step: int) -> bool:
     """Whether nerfstudio's ``eval_iteration`` has anything to do at ``step`` (one of its three
     intervals is due): the call, its lock and decorators are otherwise host time for nothing."""
     c = trainer.config
-    return any(step_check(step, n) for n in (c.steps_per_eval_batch, c.steps_per_eval_image, c.steps_per_eval_all_images))
+    return any(
+        step_check(step, n) for n in (c.steps_per_eval_batch, c.steps_per_eval_image, c.steps_per_eval_all_images)
+    )
 
 
 def put_step_times(trainer: Any, step: int, duration: float, log_step: bool) -> None:

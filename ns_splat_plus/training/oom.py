@@ -72,7 +72,9 @@ def out_of_memory_error(trainer: Any, step: int, failure: str) -> DeviceOutOfMem
     strategy = getattr(config, "strategy", "default")
     fewer = []
     if strategy == "mcmc":
-        fewer.append(f"a lower Gaussian cap: --pipeline.model.max-gs-num {max(1, config.max_gs_num // 2)} (now {config.max_gs_num})")
+        fewer.append(
+            f"a lower Gaussian cap: --pipeline.model.max-gs-num {max(1, config.max_gs_num // 2)} (now {config.max_gs_num})"
+        )
     else:
         fewer.append(
             f"--pipeline.model.densify-grad-thresh {config.densify_grad_thresh * 2:g} (now {config.densify_grad_thresh:g}; "
@@ -84,7 +86,8 @@ def out_of_memory_error(trainer: Any, step: int, failure: str) -> DeviceOutOfMem
         "higher: more transparent Gaussians are removed)"
     )
     what_to_do = (
-        "use fewer Gaussians: " + "; ".join(fewer)
+        "use fewer Gaussians: "
+        + "; ".join(fewer)
         + ". Use fewer pixels per step: fewer cameras per step, or smaller images (--pipeline.datamanager.camera-res-scale-factor 0.5,"
         " or the dataparser's --downscale-factor 2). Keep the train images off the device and out of host RAM: "
         "--pipeline.datamanager.image-memory stream. Memory fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"

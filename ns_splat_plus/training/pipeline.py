@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Dict, Literal, Optional, Type
 
 import torch
-
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
 from nerfstudio.utils.rich_utils import CONSOLE
@@ -41,7 +40,9 @@ class SplatPlusPipeline(VanillaPipeline):
         grad_scaler: Optional[torch.cuda.amp.GradScaler] = None,
     ):
         # world_size=1 keeps VanillaPipeline from wrapping the model in DDP
-        super().__init__(config, device, test_mode=test_mode, world_size=1, local_rank=local_rank, grad_scaler=grad_scaler)
+        super().__init__(
+            config, device, test_mode=test_mode, world_size=1, local_rank=local_rank, grad_scaler=grad_scaler
+        )
         self.world_size = world_size
         if hasattr(self.model, "set_cameras_per_step"):  # the model's strategy counts epochs in steps
             self.model.set_cameras_per_step(max(1, int(getattr(config.datamanager, "cameras_per_step", 1))))
@@ -52,7 +53,9 @@ class SplatPlusPipeline(VanillaPipeline):
         callbacks = super().get_training_callbacks(training_callback_attributes)
         # training and evaluation peaks are measured in separate windows of torch's peak counter
         tracker = evaluation.memory_tracker(self.device)
-        callbacks.append(TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], tracker.start_training_window))
+        callbacks.append(
+            TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], tracker.start_training_window)
+        )
         return callbacks
 
     def get_eval_loss_dict(self, step: int):

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import torch
-
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus.parallel import collectives
@@ -27,7 +26,6 @@ from ns_splat_plus.training.checkpoint import (
     training_facts,
 )
 
-
 # --- checking a checkpoint against the model before touching anything ---------------------------------
 
 
@@ -38,7 +36,7 @@ def pop_run_info(pipeline_state: Dict[str, Any]) -> Dict[str, Any]:
 
 def check_pipeline_state(pipeline_state: Dict[str, Any], model, path: Optional[Path]) -> int:
     """The Gaussian count of ``pipeline_state``, after checking it fits ``model``."""
-    gaussian_keys = {k[len(GAUSSIAN_KEY_PREFIX):]: k for k in pipeline_state if k.startswith(GAUSSIAN_KEY_PREFIX)}
+    gaussian_keys = {k[len(GAUSSIAN_KEY_PREFIX) :]: k for k in pipeline_state if k.startswith(GAUSSIAN_KEY_PREFIX)}
     if "means" not in gaussian_keys:
         raise CheckpointError(
             path,
@@ -49,7 +47,9 @@ def check_pipeline_state(pipeline_state: Dict[str, Any], model, path: Optional[P
     expected = {name: tuple(p.shape[1:]) for name, p in model.gauss_params.items()}
     missing = sorted(set(expected) - set(gaussian_keys))
     if missing:
-        raise CheckpointError(path, f"Gaussian parameters {missing} are missing", "use a complete splat-plus checkpoint")
+        raise CheckpointError(
+            path, f"Gaussian parameters {missing} are missing", "use a complete splat-plus checkpoint"
+        )
     for name, key in gaussian_keys.items():
         shape = tuple(pipeline_state[key].shape)
         if shape[0] != num:
@@ -100,7 +100,8 @@ def check_optimizer_states(
         saved_ids = state["param_groups"][0]["params"] if state.get("param_groups") else []
         if len(saved_ids) != len(params):
             raise CheckpointError(
-                path, f"optimizer '{name}' has {len(saved_ids)} parameters saved, this run has {len(params)}",
+                path,
+                f"optimizer '{name}' has {len(saved_ids)} parameters saved, this run has {len(params)}",
                 "use the options of the run that wrote the checkpoint (its config.yml)",
             )
         gaussians = pipeline_state.get(GAUSSIAN_KEY_PREFIX + name)
@@ -169,6 +170,17 @@ def restore_strategy_state(model, saved: Dict[str, Any]) -> None:
         model.strategy_state[key] = value.to(device) if isinstance(value, torch.Tensor) else value
 
 
+def restore_train_peak(trainer, run_info: Dict[str, Any]) -> None:
+    """The training peak memory the checkpoint's run measured, kept as this run's starting peak: a
+    resumed run reports the peak of the whole training (ns-eval compares the eval peak with it)."""
+    from ns_splat_plus.evaluation import memory_tracker
+
+    saved = run_info.get("train_peak_memory_bytes")
+    tracker = memory_tracker(trainer.pipeline.device)
+    if saved is not None and str(run_info.get("memory_device", tracker.device)) == str(tracker.device):
+        tracker.train_peak_bytes = max(tracker.train_peak_bytes or 0, int(saved))
+
+
 # --- resuming ---------------------------------------------------------------------------------------
 
 
@@ -208,6 +220,9 @@ def resume(trainer, path: Path) -> int:
         restore_strategy_state(model, state["strategy_state"])
     else:
         CONSOLE.print(f"[yellow]{path} has no densification statistics: they start from zero.[/yellow]")
+    if state.get("strategy_monitor") and hasattr(getattr(model, "strategy", None), "load_monitor_state_dict"):
+        model.strategy.load_monitor_state_dict(state["strategy_monitor"], model.device)
+    restore_train_peak(trainer, state["pipeline"].get(RUN_INFO_KEY) or {})
     if trainer.world_size == 1:
         # one process: the datamanager's own sampler (fps) and the RNG streams
         if state.get("sampler"):

@@ -44,7 +44,15 @@ def claim(config, explicit_timestamp: bool) -> str:
                 ) from None
         except NotADirectoryError:
             raise UserInputError(f"cannot create the run directory {run_dir}: a parent is a file") from None
-    raise UserInputError(f"{MAX_SUFFIX} runs already use {config.get_base_dir().parent}/{base}*: pick another --experiment-name")
+    raise UserInputError(
+        f"{MAX_SUFFIX} runs already use {config.get_base_dir().parent}/{base}*: pick another --experiment-name"
+    )
+
+
+def loaded_from_config_file(argv) -> bool:
+    """Whether ns-train was given ``--load-config``: the config then carries the saved run's timestamp,
+    which names that run's directory, not a ``--timestamp`` the user chose."""
+    return any(arg.split("=", 1)[0] in ("--load-config", "--load_config") for arg in argv[1:])
 
 
 def discard_if_unused(run_dir: Path) -> None:

@@ -14,8 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from nerfstudio.utils import writer
-
+from ns_splat_plus import upstream
 
 # --- snapshot ---------------------------------------------------------------------------------------
 
@@ -99,23 +98,22 @@ class TrainingSnapshot:
         model = pipeline.model
         self.device = torch.device(trainer.device) if not isinstance(trainer.device, torch.device) else trainer.device
         # parameters: which object sits where, and its values, gradient and requires_grad
-        self.module_params: List[Tuple[torch.nn.Module, Dict[str, Any]]] = []
-        self.module_buffers: List[Tuple[torch.nn.Module, Dict[str, Any]]] = []
         self.param_values: Dict[int, Tuple[torch.nn.Parameter, torch.Tensor, Optional[torch.Tensor], bool]] = {}
         self.buffer_values: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {}
         self.metric_states: List[Tuple[Any, Dict[str, Any]]] = []
+        self.module_slots: List[Tuple[torch.nn.Module, Dict[str, Any], Dict[str, Any]]] = []
         for module in pipeline.modules():
-            self.module_params.append((module, dict(module._parameters)))
-            self.module_buffers.append((module, dict(module._buffers)))
-            for p in module._parameters.values():
+            params, buffers = upstream.module_slots(module)  # which object sits under which name
+            self.module_slots.append((module, params, buffers))
+            for p in params.values():
                 if p is not None and id(p) not in self.param_values:
                     grad = None if p.grad is None else p.grad.detach().clone()
                     self.param_values[id(p)] = (p, p.detach().clone(), grad, p.requires_grad)
-            for b in module._buffers.values():
+            for b in buffers.values():
                 if b is not None and id(b) not in self.buffer_values:
                     self.buffer_values[id(b)] = (b, b.detach().clone())
-            if hasattr(module, "_defaults") and hasattr(module, "_update_count"):  # a torchmetrics Metric
-                names = list(module._defaults) + ["_update_count", "_computed"]
+            names = upstream.metric_state_names(module)  # a torchmetrics Metric's state, else None
+            if names is not None:
                 self.metric_states.append((module, {n: _clone(getattr(module, n, None)) for n in names}))
         # optimizers, schedulers, grad scaler
         optimizers = trainer.optimizers
@@ -123,12 +121,13 @@ class TrainingSnapshot:
         self.optimizer_state: Dict[str, Dict[Any, Dict[str, Any]]] = {}
         for name, opt in optimizers.optimizers.items():
             self.optimizer_groups[name] = [
-                {k: (list(v) if k == "params" else copy.deepcopy(v)) for k, v in group.items()} for group in opt.param_groups
+                {k: (list(v) if k == "params" else copy.deepcopy(v)) for k, v in group.items()}
+                for group in opt.param_groups
             ]
             self.optimizer_state[name] = {p: {k: _clone(v) for k, v in s.items()} for p, s in opt.state.items()}
         self.optimizer_parameters = {k: list(v) for k, v in optimizers.parameters.items()}
         self.schedulers = {k: copy.deepcopy(s.state_dict()) for k, s in optimizers.schedulers.items()}
-        self.grad_scaler = copy.deepcopy(trainer.grad_scaler.__dict__)
+        self.grad_scaler = upstream.grad_scaler_state(trainer.grad_scaler)
         # strategy
         self.strategy_state = None
         if isinstance(getattr(model, "strategy_state", None), dict):
@@ -151,22 +150,18 @@ class TrainingSnapshot:
         # data sampling, trainer step, writer events, train/eval mode
         self.sampling = _sampling_snapshot(pipeline.datamanager)
         self.trainer_step = getattr(trainer, "step", 0)
-        self.num_writer_events = len(writer.EVENT_STORAGE)
+        self.num_writer_events = upstream.writer_event_count()
         self.training_mode = pipeline.training
 
     def restore(self, trainer: Any) -> None:
         pipeline = trainer.pipeline
         model = pipeline.model
-        for module, params in self.module_params:
-            module._parameters.clear()
-            module._parameters.update(params)
+        for module, params, buffers in self.module_slots:
+            upstream.set_module_slots(module, params, buffers)
         for p, value, grad, requires_grad in self.param_values.values():
             _put_back(p, value)
             p.grad = None if grad is None else grad.clone()
             p.requires_grad_(requires_grad)
-        for module, buffers in self.module_buffers:
-            module._buffers.clear()
-            module._buffers.update(buffers)
         for b, value in self.buffer_values.values():
             _put_back(b, value)
         for metric, states in self.metric_states:
@@ -186,8 +181,7 @@ class TrainingSnapshot:
             optimizers.schedulers[name].load_state_dict(copy.deepcopy(state))
         if hasattr(optimizers, "discard_pending"):
             optimizers.discard_pending()
-        trainer.grad_scaler.__dict__.clear()
-        trainer.grad_scaler.__dict__.update(copy.deepcopy(self.grad_scaler))
+        upstream.load_grad_scaler_state(trainer.grad_scaler, self.grad_scaler)
         for key in [k for k in vars(model) if not k.startswith("_") and k not in self.model_attrs]:
             del model.__dict__[key]
         model.__dict__.update(self.model_attrs)
@@ -203,7 +197,7 @@ class TrainingSnapshot:
             torch.cuda.set_rng_state(self.cuda_rng, self.cuda_index)
         _sampling_restore(pipeline.datamanager, self.sampling)
         trainer.step = self.trainer_step
-        del writer.EVENT_STORAGE[self.num_writer_events :]
+        upstream.drop_writer_events(self.num_writer_events)
         pipeline.train(self.training_mode)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Dict, Tuple
 
 import torch
-
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
 
@@ -50,7 +49,7 @@ def optimize(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dic
     naming the step, instead of autograd's "element 0 of tensors does not require grad"."""
     import functools
 
-    from ns_splat_plus.strategy import TrainingHealthError
+    from ns_splat_plus.errors import TrainingHealthError
 
     needs_zero = [g for g in trainer.optimizers.parameters if step % trainer.gradient_accumulation_steps[g] == 0]
     trainer.optimizers.zero_grad_some(needs_zero)
@@ -68,7 +67,8 @@ def optimize(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dic
         )
     trainer.grad_scaler.scale(loss).backward()
     needs_step = [
-        g for g in trainer.optimizers.parameters
+        g
+        for g in trainer.optimizers.parameters
         if step % trainer.gradient_accumulation_steps[g] == trainer.gradient_accumulation_steps[g] - 1
     ]
     trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, needs_step)

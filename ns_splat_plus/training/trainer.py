@@ -4,29 +4,39 @@ Thin on purpose: each concern lives in its own module and is called from one pla
 (launch: :mod:`ns_splat_plus.parallel`; dataset checks: :mod:`.inputs`; the loop and its step:
 :mod:`.loop` / :mod:`.step`; warmup: :mod:`.warmup`; the optimizer update: :mod:`.optimizers`;
 checkpoints: :mod:`.checkpoint`; densification records: :mod:`ns_splat_plus.strategy`; the viewer
-panel: :mod:`ns_splat_plus.viewer`).
+panel: built by ``config.viewer``, :mod:`ns_splat_plus.viewer`, a layer above, never imported here).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Type
-
+from typing import List, Optional, Type
 
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from ns_splat_plus import strategy, upstream, viewer
+from ns_splat_plus import evaluation, strategy, upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import DataParallelConfig, RankMonitor, SplatPlusMachineConfig, collectives
 from ns_splat_plus.parallel.launch import prepare_launch, setup_process
-from ns_splat_plus.training import checkpoint, image_loading, inputs, resume, run_dir, warmup
+from ns_splat_plus.training import (
+    checkpoint,
+    console,
+    inputs,
+    outputs,
+    resume,
+    run_dir,
+    saved_config,
+    startup,
+    uncaught,
+    warmup,
+)
 from ns_splat_plus.training.loop import train_loop
 from ns_splat_plus.training.optimizers import CheckedOptimizers
 from ns_splat_plus.training.step import optimize
-
 
 _TRAINING_PROCESS = False
 """True in a training process (set_timestamp or a trainer ran): a process-level flag, not a config
@@ -44,6 +54,13 @@ class SplatPlusTrainerConfig(TrainerConfig):
     """Multiply every step count of the schedule by this, as gsplat's simple_trainer does: 0.5 trains the whole schedule (refinement, resolution and SH schedules, learning-rate decay) in half the steps, where --max-num-iterations alone would cut it short. Composes with ranks and cameras per step: steps x scaler / (W x B)."""
     warmup_steps: int = 5
     """Training steps run (and undone, bitwise) before step 0 to warm kernels, allocator and caches; 0: off."""
+    fused_adam: Optional[bool] = None
+    """Step every Adam parameter group (means, scales, quats, features_dc, features_rest, opacities, ...)
+    with one multi-tensor update instead of one optimizer step per group: fewer kernel launches, the
+    same numbers as torch's foreach Adam; each group keeps its learning rate, scheduler and state.
+    None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
+    print_config: bool = False
+    """Print the whole configuration at start-up (it is always saved as config.yml in the run directory)."""
 
     def set_timestamp(self) -> None:
         global _TRAINING_PROCESS
@@ -58,13 +75,51 @@ class SplatPlusTrainerConfig(TrainerConfig):
         model = self.pipeline.model
         if getattr(model, "init_seed", 0) is None:
             model.init_seed = self.machine.seed  # the same on every rank, unlike nerfstudio's seed + rank
+        loaded = run_dir.loaded_from_config_file(sys.argv)
+        recipe = strategy.apply_mcmc_recipe(  # before prepare_launch scales stop_split_at
+            model,
+            strategy.MCMC_RECIPE
+            if loaded
+            else strategy.options_given(sys.argv, "pipeline.model", strategy.MCMC_RECIPE),
+        )
         prepare_launch(self)
+        if loaded:  # the saved run's timestamp: this is a new run with its options (nerfstudio's --load-config)
+            self.timestamp = "{timestamp}"
         explicit = self.timestamp != "{timestamp}"
         super().set_timestamp()
         if collectives.is_main_process():
             with exit_on_user_error():
+                outputs.check_writable(self.output_dir, "--output-dir")  # read-only or full: before anything is written
                 self.timestamp = run_dir.claim(self, explicit)
+            # Ctrl-C (or an error) before training writes anything: no empty run directory is left
+            base_dir = self.get_base_dir()
+            uncaught.add_cleanup(lambda: run_dir.discard_if_unused(base_dir))
+            if recipe:
+                CONSOLE.print(
+                    f"--pipeline.model.strategy mcmc: the MCMC recipe's {', '.join(recipe)} (as splat-plus-mcmc)"
+                )
+            if loaded:
+                CONSOLE.print(f"--load-config: a new run with the saved options, in {self.get_base_dir()}")
         self.timestamp = collectives.broadcast_object(self.timestamp)
+
+    def fused_adam_on(self, device: str) -> bool:
+        """--fused-adam, None meaning: on with CUDA (bitwise torch's foreach Adam, its CUDA default).
+
+        A config.yml written before the option moved here has it on the model config
+        (``pipeline.model.fused_adam``, an attribute YAML restores): honoured when this one is None."""
+        option = self.fused_adam
+        if option is None:
+            option = getattr(self.pipeline.model, "fused_adam", None)
+        return device.startswith("cuda") if option is None else bool(option)
+
+    def __setstate__(self, state: dict) -> None:
+        # YAML (config.yml for ns-eval, ns-viewer, ns-export, ns-train --load-config) restores the
+        # fields through this: a missing section or a wrong type stops here, naming the field.
+        # deepcopy and pickle also call it, with an in-memory config: restored as it is.
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("yaml"):
+            with exit_on_user_error():
+                saved_config.check_saved_config(self, state)
+        self.__dict__.update(state)
 
     def get_checkpoint_dir(self) -> Path:
         # Outside ns-train (ns-eval, ns-viewer, ns-export: nerfstudio's eval_setup), the run's
@@ -72,16 +127,40 @@ class SplatPlusTrainerConfig(TrainerConfig):
         # traceback on a missing, stray or truncated file: pick and check it here instead.
         path = super().get_checkpoint_dir()
         if not _TRAINING_PROCESS:
+            with exit_on_user_error():
+                check_before_loading(self)
             self.load_step = checkpoint.checked_checkpoint_step(path, self.load_step)
+            upstream.announce_gaussian_splat_export()  # only in ns-export: it names the file and count it wrote
         return path
 
     def print_to_terminal(self) -> None:
-        if collectives.is_main_process():
+        # about 300 lines that bury the start-up messages: only on request (config.yml has them)
+        if self.print_config and collectives.is_main_process():
             super().print_to_terminal()
 
     def save_config(self) -> None:
         if collectives.is_main_process():
-            super().save_config()
+            console.save_config(self)
+
+
+GRAD_SCALER_NOTE = (
+    "Gradient scaler on (--mixed-precision / --use-grad-scaler): gradients are not checked for NaN/Inf (the scaler "
+    "skips such steps and lowers its scale); parameters still are."
+)
+"""One start-up line: the NaN/Inf check of gradients is off under the grad scaler (docs/training-health.md)."""
+
+
+def check_before_loading(config: SplatPlusTrainerConfig) -> None:
+    """ns-eval, ns-viewer, ns-export: the run's dataset exists and the command's output can be
+    written, checked before the model is built and the evaluation or export runs."""
+    data = inputs.dataset_path(config)
+    if data is not None and not data.exists():
+        raise UserInputError(
+            f"the dataset of this run, {data}, does not exist (moved or renamed?)",
+            f"put the dataset back at {data}, or change `data:` in the run's config.yml to where it is now",
+        )
+    for option, path in upstream.script_output_paths():
+        outputs.check_writable(path, option, is_file=option == "--output-path")
 
 
 class SplatPlusTrainer(Trainer):
@@ -99,13 +178,16 @@ class SplatPlusTrainer(Trainer):
         self.written_checkpoints: List[Path] = []
 
     def setup(self, test_mode="val") -> None:
+        evaluation.memory.start_run(self.device)  # this run's peaks, not an earlier run's in this process
         with exit_on_user_error(self.rank), inputs.dataparser_errors():
             try:
                 inputs.preflight(self.config)
-                super().setup(test_mode=test_mode)
+                with console.plain_progress_when_piped(self.config.logging) as plain_progress:
+                    super().setup(test_mode=test_mode)
                 # decode (cache) the photos now, so that a damaged one stops here with one message
                 # rather than in the middle of warmup or training
                 datamanager = self.pipeline.datamanager
+                inputs.check_cameras_per_step_fits(self.config, len(datamanager.train_dataset), self.world_size)
                 datamanager.cached_train  # noqa: B018
                 if datamanager.eval_dataset is not None and len(datamanager.eval_dataset) > 0:
                     datamanager.cached_eval  # noqa: B018 (loaded at the first evaluation anyway)
@@ -117,8 +199,14 @@ class SplatPlusTrainer(Trainer):
         self.rank_monitor = RankMonitor(self, self.config.data_parallel)
         self.rank_monitor.record_initial()
         self.callbacks.extend(self.rank_monitor.callbacks())
-        self.health_panel = viewer.attach_to_trainer(self)  # also sets self.quit_on_train_completion
+        # the viewer is a layer above training: its config (SplatPlusViewerConfig, set by method.py) builds
+        # the panel and sets self.quit_on_train_completion
+        self.health_panel = self.config.viewer.attach_to_trainer(self)
+        if plain_progress and self.viewer_state is not None:
+            console.print_viewer_address(self.viewer_state.viewer_info)
         strategy.attach_to_trainer(self)  # densification.jsonl in the run directory, panel callbacks
+        if self.config.pipeline.model.instrumentation and self.grad_scaler.is_enabled() and self.rank == 0:
+            CONSOLE.print(GRAD_SCALER_NOTE)
 
     def _update_viewer_state(self, step: int) -> None:
         super()._update_viewer_state(step)
@@ -136,7 +224,11 @@ class SplatPlusTrainer(Trainer):
                 if hasattr(self.viewer_state.viser_server, "stop"):
                     self.viewer_state.viser_server.stop()
             return
-        super()._train_complete_viewer()
+        try:
+            super()._train_complete_viewer()  # serves the viewer until Ctrl-C, as the run says
+        except KeyboardInterrupt:
+            # the way to close it (nerfstudio printed a traceback here): training finished and was saved
+            CONSOLE.print(f"Viewer closed (Ctrl-C); training had finished, checkpoints in {self.checkpoint_dir}")
 
     def setup_optimizers(self) -> CheckedOptimizers:
         return CheckedOptimizers(
@@ -144,19 +236,17 @@ class SplatPlusTrainer(Trainer):
             self.pipeline.get_param_groups(),
             check_finite=self.config.pipeline.model.instrumentation,
             step_source=lambda: self.step,
-            fused_adam=self.uses_fused_adam(),
+            fused_adam=self.config.fused_adam_on(self.device),
         )
-
-    def uses_fused_adam(self) -> bool:
-        """--pipeline.model.fused-adam, None meaning: on with CUDA (bitwise torch's foreach Adam, its CUDA default)."""
-        option = getattr(self.config.pipeline.model, "fused_adam", None)
-        return self.device.startswith("cuda") if option is None else bool(option)
 
     def train_iteration(self, step: int):
         return optimize(self, step)
 
     def train(self) -> None:
-        image_loading.report_startup(self)  # process start to here: parsing, images, model, writers
+        startup.report_startup(self)  # process start to here: parsing, images, model, writers
+        if collectives.is_main_process():  # a disk without room for one checkpoint: before any step
+            with exit_on_user_error():
+                outputs.check_room_for_checkpoint(self.checkpoint_dir, outputs.checkpoint_bytes_estimate(self))
         warmup.run_warmup(self)  # state-neutral: also when resuming
         train_loop(self)
         self.optimizers.resolve_pending()  # the last steps' finiteness checks (read in batches on the GPU)
@@ -190,7 +280,12 @@ class SplatPlusTrainer(Trainer):
             self.config.load_dir, self.config.load_step, self.config.load_checkpoint
         )
         if path is None:
-            CONSOLE.print("No checkpoint to load, so training from scratch.")
+            # said here, not when the model is built: ns-export / ns-eval build it too, then load a checkpoint
+            model = self.pipeline.model
+            CONSOLE.print(
+                f"No checkpoint to load, so training from scratch. Initial Gaussians: {model.num_points}, "
+                f"checksum {getattr(model, 'initial_checksum', None)}"
+            )
             return
         step = resume.resume(self, path)
         if step + 1 >= self.config.max_num_iterations:
@@ -202,8 +297,8 @@ class SplatPlusTrainer(Trainer):
         # This run's config.yml must not keep --load-step: ns-eval / ns-viewer look for that step
         # in this run's own checkpoint directory.
         dataclasses.replace(self.config, load_step=None).save_config()
-        self._start_step = step + 1  # the loop (loop.py) runs to --max-num-iterations, counted from step 0
+        upstream.set_start_step(self, step + 1)  # the loop (loop.py) runs to --max-num-iterations, counted from step 0
         CONSOLE.print(
             f"Resumed from {path}: step {step}, {self.pipeline.model.num_points} Gaussians; "
-            f"{self.config.max_num_iterations - self._start_step} steps to go"
+            f"{self.config.max_num_iterations - upstream.start_step(self)} steps to go"
         )

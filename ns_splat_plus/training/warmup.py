@@ -25,12 +25,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional
 
 import torch
-
 from nerfstudio.utils import writer
 from nerfstudio.utils.rich_utils import CONSOLE
 
+from ns_splat_plus import upstream
+from ns_splat_plus.errors import TrainingHealthError
 from ns_splat_plus.parallel import collectives
-from ns_splat_plus.strategy import TrainingHealthError, recording_paused
+from ns_splat_plus.strategy import recording_paused
 from ns_splat_plus.training.snapshot import TrainingSnapshot
 from ns_splat_plus.training.step import run_training_step
 
@@ -84,7 +85,7 @@ def _check_step(trainer: Any, step: int, loss: Any, device: torch.device) -> Non
         "an input image or mask with NaN/Inf pixels, a degenerate camera (zero focal length, NaN pose), "
         "a learning rate far too high, or NaN in the initial points."
     )
-    raise TrainingHealthError.shown(message)
+    raise TrainingHealthError.shown(message, collectives.get_rank())
 
 
 def _zero_gradient_error(steps: int) -> TrainingHealthError:
@@ -95,7 +96,7 @@ def _zero_gradient_error(steps: int) -> TrainingHealthError:
         "camera views (check camera poses, scene scale, near plane)\n  - every Gaussian is transparent (opacities ~0)"
         "\nSet --warmup-steps 0 to skip this check."
     )
-    return TrainingHealthError.shown(message)
+    return TrainingHealthError.shown(message, collectives.get_rank())
 
 
 def run_warmup(trainer: Any, steps: Optional[int] = None) -> Optional[WarmupResult]:
@@ -114,7 +115,7 @@ def run_warmup(trainer: Any, steps: Optional[int] = None) -> Optional[WarmupResu
     try:
         with recording_paused():
             for i in range(steps):
-                step = trainer._start_step + i
+                step = upstream.start_step(trainer) + i
                 with trainer.train_lock:  # a browser connected during warmup renders between steps
                     loss, _, _ = run_training_step(trainer, step)
                 _check_step(trainer, step, loss, device)
@@ -149,10 +150,9 @@ def run_warmup(trainer: Any, steps: Optional[int] = None) -> Optional[WarmupResu
             f"Warmup: {steps} training steps in {seconds:.2f} s (first {first_step_seconds:.2f} s), gradients finite "
             f"and non-zero; training state restored bitwise."
         )
-    writer.put_scalar(name="Warmup/seconds", scalar=seconds, step=trainer._start_step)
-    writer.put_scalar(name="Warmup/first_step_seconds", scalar=first_step_seconds, step=trainer._start_step)
+    writer.put_scalar(name="Warmup/seconds", scalar=seconds, step=upstream.start_step(trainer))
+    writer.put_scalar(name="Warmup/first_step_seconds", scalar=first_step_seconds, step=upstream.start_step(trainer))
     panel = getattr(trainer, "health_panel", None)
     if panel is not None and hasattr(panel, "on_warmup"):
         panel.on_warmup(result.as_dict())
     return result
-

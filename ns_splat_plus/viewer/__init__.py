@@ -1,14 +1,15 @@
 """The viewer side of splat-plus: the "Training health" panel and the exit rule for batch jobs.
 
-Entry points: :func:`attach_to_trainer` (panel + exit rule for a set-up trainer),
-:class:`SplatPlusViewerConfig` (``--viewer.*``), :func:`resolve_quit_on_train_completion`.
+Entry points: :class:`SplatPlusViewerConfig` (``--viewer.*``; its ``attach_to_trainer`` builds the
+panel and applies the exit rule for a set-up trainer), :class:`TrainingHealthPanel`,
+:func:`resolve_quit_on_train_completion`. Modules: ``config.py`` (the options, the exit rule, the
+attaching), ``panel.py`` (the panel and its formatting).
 """
 
-from ns_splat_plus.viewer.exit_rule import SplatPlusViewerConfig, resolve_quit_on_train_completion
+from ns_splat_plus.viewer.config import SplatPlusViewerConfig, resolve_quit_on_train_completion
 from ns_splat_plus.viewer.panel import (
     PANEL_TITLE,
     TrainingHealthPanel,
-    attach_to_trainer,
     describe_devices,
     format_grad2d,
     format_gradient_summary,
@@ -18,7 +19,14 @@ from ns_splat_plus.viewer.panel import (
 )
 
 __all__ = [
-    "PANEL_TITLE", "SplatPlusViewerConfig", "TrainingHealthPanel", "attach_to_trainer", "describe_devices",
-    "format_grad2d", "format_gradient_summary", "format_refine", "format_value", "format_warmup",
+    "PANEL_TITLE",
+    "SplatPlusViewerConfig",
+    "TrainingHealthPanel",
+    "describe_devices",
+    "format_grad2d",
+    "format_gradient_summary",
+    "format_refine",
+    "format_value",
+    "format_warmup",
     "resolve_quit_on_train_completion",
 ]

@@ -6,10 +6,10 @@
   ``on_warmup``) and the trainer calls ``update(step, num_gaussians)`` every step. Nothing is sent
   to the browser unless one is connected, and then at most every ``interval_s`` seconds, so a run
   nobody watches pays one clock read per step.
-* :func:`attach_to_trainer`: builds the panel for a set-up trainer and resolves the exit rule
-  (:mod:`ns_splat_plus.viewer.exit_rule`).
-"""
 
+A set-up trainer gets its panel from its viewer config
+(:meth:`ns_splat_plus.viewer.config.SplatPlusViewerConfig.attach_to_trainer`).
+"""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ import os
 import threading
 import time
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
-
-from ns_splat_plus.viewer.exit_rule import resolve_quit_on_train_completion
 
 PANEL_TITLE = "Training health"
 
@@ -115,7 +113,9 @@ def format_warmup(result: Mapping[str, Any]) -> str:
     return text
 
 
-def describe_devices(device: Any, world_size: int, local_rank: int = 0, environ: Optional[Mapping[str, str]] = None) -> str:
+def describe_devices(
+    device: Any, world_size: int, local_rank: int = 0, environ: Optional[Mapping[str, str]] = None
+) -> str:
     """One line on the ranks and accelerators of this run (computed once at set-up)."""
     import torch
 
@@ -245,58 +245,3 @@ class TrainingHealthPanel:
             self._markdown.content = self.markdown()
             self.pushes += 1
         return True
-
-
-# --- trainer integration --------------------------------------------------------------------------
-
-
-def attach_to_trainer(trainer: Any) -> TrainingHealthPanel:
-    """Resolve the exit rule and build the panel for a set-up trainer (every rank; only rank 0 has a viewer).
-
-    Sets ``trainer.quit_on_train_completion`` and returns the panel (without a server on ranks > 0,
-    without the viewer, or with ``--viewer.health-panel False``: it then only records values).
-    """
-    from nerfstudio.utils.rich_utils import CONSOLE
-
-    viewer_config = trainer.config.viewer
-    quit_on_completion, reason = resolve_quit_on_train_completion(getattr(viewer_config, "quit_on_train_completion", None))
-    trainer.quit_on_train_completion = quit_on_completion
-
-    viewer_state = getattr(trainer, "viewer_state", None)
-    server = getattr(viewer_state, "viser_server", None)
-    if server is not None and not hasattr(server, "gui"):
-        server = None  # the legacy viewer's server has no GUI API
-    if server is not None and trainer.local_rank == 0:
-        if quit_on_completion:
-            CONSOLE.print(f"Viewer: the run exits after its last step ({reason}).")
-        else:
-            CONSOLE.print(
-                f"Viewer: stays open after the last step ({reason}); Ctrl+C to quit, "
-                "or --viewer.quit-on-train-completion True to exit on completion."
-            )
-    if not getattr(viewer_config, "health_panel", True):
-        server = None
-
-    stats_markdown = getattr(viewer_state, "stats_markdown", None)
-    panel = TrainingHealthPanel(
-        server,
-        devices=describe_devices(trainer.device, trainer.world_size, trainer.local_rank),
-        max_steps=trainer._start_step + trainer.config.max_num_iterations,
-        interval_s=getattr(viewer_config, "health_panel_interval_s", 0.5),
-        # Right under nerfstudio's "Step / Resolution" lines, above the Control / Render / Export tabs.
-        order=None if stats_markdown is None else stats_markdown.order + 0.5,
-    )
-    if server is not None:
-        # the page's Pause / Resume buttons (nerfstudio's handlers run first and set training_state)
-        def show_training_state(_event: Any) -> None:
-            panel.update(panel.step or 0, state=trainer.training_state, force=True)
-
-        for button in (getattr(viewer_state, "pause_train", None), getattr(viewer_state, "resume_train", None)):
-            if button is not None:
-                button.on_click(show_training_state)
-    warmup_steps = getattr(trainer.config, "warmup_steps", None)
-    if warmup_steps is not None:
-        panel.warmup_pending = "off (--warmup-steps 0)" if warmup_steps <= 0 else f"{warmup_steps} steps before step 0"
-    panel.update(trainer._start_step, trainer.pipeline.model.num_points, state=trainer.training_state)
-    return panel
-

@@ -1,0 +1,119 @@
+"""Where training images live: the memory plan, a pure function of the image sizes and free memory.
+
+nerfstudio's ``FullImageDatamanager.cached_train`` decodes every training image at start-up into one
+cache (on the GPU by default, float32 unless ``cache_images_type="uint8"``): a thousand 4K images
+need 23 GiB as uint8 and run out of device (or host) memory. splat-plus keeps training images
+either in host memory (``host``: uint8, pinned when CUDA is available and they fit the pinned
+budget) or decodes them from disk on demand (``stream``: a small thread pool, a bounded number of
+decoded images); :mod:`.stores` holds them and :mod:`.prefetch` moves one per step to the device.
+
+Entry points: :func:`choose_image_memory` (from the image sizes, the available host memory and
+``--pipeline.datamanager.image-memory``; its :meth:`ImageMemoryPlan.describe` is the one start-up
+console line), :func:`available_host_bytes` and :func:`default_workers`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal, Optional, Sequence, Tuple
+
+ImageMemory = Literal["auto", "host", "stream"]
+GIB = float(1 << 30)
+
+HOST_FRACTION = 0.8
+"""``auto`` keeps the images in host memory when they take at most this fraction of the available memory."""
+PINNED_FRACTION = 0.5
+"""Pinned (page-locked) memory cannot be swapped out: pin only when the images take at most this fraction."""
+
+
+@dataclass(frozen=True)
+class ImageMemoryPlan:
+    mode: Literal["host", "stream"]
+    pinned: bool
+    num_images: int
+    total_bytes: int
+    available_bytes: int
+    image_size: Tuple[int, int]  # (height, width) of the largest image
+    dtype: str
+    workers: int
+    buffered: int
+    chosen_by: Literal["auto", "option"]
+
+    def describe(self) -> str:
+        """The one console line, e.g. ``Train images: 1000 x 3840x2160 uint8 = 23.2 GiB in host memory (pinned)``."""
+        h, w = self.image_size
+        head = f"Train images: {self.num_images} x {w}x{h} {self.dtype}"
+        need = format_bytes(self.total_bytes)
+        avail = f"{format_bytes(self.available_bytes)} available"
+        why = "" if self.chosen_by == "auto" else ", --pipeline.datamanager.image-memory"
+        if self.mode == "host":
+            where = "pinned" if self.pinned else "pageable"
+            return f"{head} = {need} in host memory ({where}; {avail}{why})"
+        return (
+            f"{head}: streaming from disk, {self.workers} workers, {self.buffered} images buffered "
+            f"(images need {need}, {avail}{why})"
+        )
+
+
+def format_bytes(n: int) -> str:
+    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):.1f} MiB"
+
+
+def image_bytes(image_sizes: Sequence[Tuple[int, int]], dtype: str = "uint8", channels: int = 3) -> int:
+    """Bytes of the decoded images, from their (height, width) alone (no decoding)."""
+    per_value = 1 if dtype == "uint8" else 4
+    return int(sum(int(h) * int(w) for h, w in image_sizes)) * channels * per_value
+
+
+def choose_image_memory(
+    image_sizes: Sequence[Tuple[int, int]],
+    available_bytes: int,
+    option: ImageMemory = "auto",
+    *,
+    cuda: bool = False,
+    dtype: str = "uint8",
+    workers: int = 4,
+    buffered: int = 16,
+) -> ImageMemoryPlan:
+    """Host memory when the images fit (``HOST_FRACTION`` of ``available_bytes``), else streaming;
+    ``option`` other than ``auto`` forces the mode. Pinned only with CUDA and within ``PINNED_FRACTION``."""
+    if option not in ("auto", "host", "stream"):
+        raise ValueError(f"image memory must be auto, host or stream, got {option!r}")
+    total = image_bytes(image_sizes, dtype)
+    if option == "auto":
+        mode = "host" if total <= HOST_FRACTION * available_bytes else "stream"
+    else:
+        mode = option
+    pinned = bool(cuda and mode == "host" and total <= PINNED_FRACTION * available_bytes)
+    largest = max(image_sizes, key=lambda s: int(s[0]) * int(s[1])) if len(image_sizes) else (0, 0)
+    return ImageMemoryPlan(
+        mode=mode,
+        pinned=pinned,
+        num_images=len(image_sizes),
+        total_bytes=total,
+        available_bytes=int(available_bytes),
+        image_size=(int(largest[0]), int(largest[1])),
+        dtype=dtype,
+        workers=max(1, workers),
+        buffered=max(2, buffered),
+        chosen_by="auto" if option == "auto" else "option",
+    )
+
+
+def available_host_bytes() -> int:
+    """Host memory available to this process now (psutil, else /proc/meminfo's MemAvailable)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:  # psutil comes with nerfstudio; /proc/meminfo is the fallback on Linux
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    return 0
+
+
+def default_workers(configured: Optional[int]) -> int:
+    return configured if configured else max(1, min(8, os.cpu_count() or 1))

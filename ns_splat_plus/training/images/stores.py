@@ -1,0 +1,227 @@
+"""Training images in host memory or streamed from disk: the two stores.
+
+Entry points: :func:`load_host_images` (decode every image once, uint8, pinned or not) wrapped in
+:class:`HostImageStore`, and :class:`StreamingImageStore` (a thread pool decodes on demand and keeps
+at most ``buffered`` decoded images). Both are sequences of nerfstudio's data dicts
+(``store[i]["image"]`` [H, W, 3]), so code that indexes ``cached_train`` keeps working; their
+per-step move to the device is :mod:`.prefetch`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Dict, List, Optional
+
+import torch
+from rich.progress import track
+
+Decode = Callable[[int], Dict[str, torch.Tensor]]
+
+
+def _pinned(data: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    out = dict(data)
+    out["image"] = data["image"].pin_memory()
+    if isinstance(data.get("mask"), torch.Tensor):
+        out["mask"] = data["mask"].pin_memory()
+    return out
+
+
+SLAB_BYTES = 1 << 30
+_ALIGN = 64
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+class PinnedSlabs:
+    """Page-locked host memory in a few large blocks, handed out as views.
+
+    torch's pinned-memory allocator rounds every allocation up to a power of two (its caching host
+    allocator indexes free lists by size), so one pinned 3840x2160 RGB uint8 image (24.9 MB) takes
+    32 MiB: a thousand 4K images needed 35.8 GiB of host RSS for 20.3 GiB of pixels (H200 run,
+    README). Blocks of a power-of-two size hold many images each and lose only the last block's tail.
+
+    Args:
+        slab_bytes: size of each block (a power of two; one larger block for a tensor that does not fit).
+        pin: page-locked blocks (False: ordinary memory, same layout: the CPU tests).
+    """
+
+    def __init__(self, slab_bytes: int = SLAB_BYTES, pin: bool = True) -> None:
+        self.slab_bytes = _next_pow2(slab_bytes)
+        self.pin = pin
+        self.slabs: List[torch.Tensor] = []
+        self._free_at = 0  # first free byte of the last slab
+        self._lock = threading.Lock()
+
+    def _reserve(self, nbytes: int) -> torch.Tensor:
+        """``nbytes`` of uint8 in a block (a new block when the last one is full)."""
+        with self._lock:
+            start = -(-self._free_at // _ALIGN) * _ALIGN
+            if not self.slabs or start + nbytes > self.slabs[-1].numel():
+                size = max(self.slab_bytes, _next_pow2(nbytes))
+                self.slabs.append(torch.empty(size, dtype=torch.uint8, pin_memory=self.pin))
+                start = 0
+            self._free_at = start + nbytes
+            return self.slabs[-1][start : start + nbytes]
+
+    def copy_in(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A copy of ``tensor`` (any shape and dtype) inside a block."""
+        nbytes = tensor.numel() * tensor.element_size()
+        out = self._reserve(nbytes).view(tensor.dtype).view(tensor.shape)
+        out.copy_(tensor)
+        return out
+
+    @property
+    def reserved_bytes(self) -> int:
+        return sum(slab.numel() for slab in self.slabs)
+
+
+def slab_size_for(per_image: int, num_images: int, largest: int = SLAB_BYTES) -> int:
+    """The power-of-two block size (at most ``largest`` unless one image is larger) that reserves the
+    least memory for ``num_images`` images of ``per_image`` bytes; the larger size on a tie."""
+    step = -(-per_image // _ALIGN) * _ALIGN
+    best = None
+    size = _next_pow2(per_image)
+    while True:
+        per_slab = max(1, size // step)
+        reserved = -(-num_images // per_slab) * size
+        if best is None or reserved <= best[0]:
+            best = (reserved, size)
+        if size >= largest or per_slab >= num_images:
+            return best[1]
+        size *= 2
+
+
+def _copied_into(data: Dict[str, torch.Tensor], slabs: PinnedSlabs) -> Dict[str, torch.Tensor]:
+    out = dict(data)
+    out["image"] = slabs.copy_in(data["image"])
+    if isinstance(data.get("mask"), torch.Tensor):
+        out["mask"] = slabs.copy_in(data["mask"])
+    return out
+
+
+def _contiguous(data: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    # undistortion crops with a view: keep only the crop, not the whole decoded frame behind it
+    out = dict(data)
+    out["image"] = data["image"].contiguous()
+    return out
+
+
+class HostImageStore:
+    """Every training image in host memory (``images[i]`` is a data dict)."""
+
+    def __init__(self, images: List[Dict[str, torch.Tensor]]) -> None:
+        self._images = images
+        self.slabs: Optional["PinnedSlabs"] = None  # the page-locked blocks holding them, if pinned
+
+    def __len__(self) -> int:
+        return len(self._images)
+
+    def __getitem__(self, idx: int) -> Dict[str, torch.Tensor]:
+        return self._images[idx]
+
+    def request(self, idx: int) -> None:
+        """Nothing to prepare: every image is already decoded."""
+
+    def ready(self, idx: int) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def load_host_images(
+    decode: Decode,
+    num_images: int,
+    workers: int,
+    pin: bool,
+    slab_bytes: Optional[int] = None,
+    description: str = "Decoding train images",
+) -> HostImageStore:
+    """Decode every image with ``workers`` threads (PIL and OpenCV release the GIL) into host memory;
+    ``pin``: into page-locked :class:`PinnedSlabs` (``slab_bytes``: their block size; default:
+    :func:`slab_size_for` the first image's size)."""
+    if num_images == 0:
+        return HostImageStore([])
+    first = _contiguous(decode(0))
+    slabs = None
+    if pin:
+        if slab_bytes is None:
+            per_image = sum(v.numel() * v.element_size() for v in first.values() if isinstance(v, torch.Tensor))
+            slab_bytes = slab_size_for(per_image, num_images)
+        slabs = PinnedSlabs(slab_bytes)
+
+    def one(idx: int) -> Dict[str, torch.Tensor]:
+        data = first if idx == 0 else _contiguous(decode(idx))
+        return _copied_into(data, slabs) if slabs is not None else data
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="splat-plus-decode") as pool:
+        images = list(
+            track(pool.map(one, range(num_images)), description=description, transient=True, total=num_images)
+        )
+    store = HostImageStore(images)
+    store.slabs = slabs
+    return store
+
+
+class StreamingImageStore:
+    """Images decoded from disk on demand by ``workers`` threads; at most ``buffered`` decoded
+    images (finished or in flight) are kept, the least recently requested dropped first."""
+
+    def __init__(self, decode: Decode, num_images: int, workers: int, buffered: int, pin: bool = False) -> None:
+        if buffered < 1:
+            raise ValueError("the streaming buffer must hold at least one image")
+        self._decode = decode
+        self._num_images = num_images
+        self._pin = pin
+        self.buffered = buffered
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="splat-plus-stream")
+        self._futures: "OrderedDict[int, Future]" = OrderedDict()
+        self._lock = threading.Lock()
+        self.decoded = 0  # images decoded so far (tests and diagnostics)
+        self.max_held = 0
+
+    def __len__(self) -> int:
+        return self._num_images
+
+    def _work(self, idx: int) -> Dict[str, torch.Tensor]:
+        data = _contiguous(self._decode(idx))
+        with self._lock:
+            self.decoded += 1
+        return _pinned(data) if self._pin else data
+
+    def _submit(self, idx: int) -> Future:
+        """The future of image ``idx``, submitted if needed, marked most recently used."""
+        if not 0 <= idx < self._num_images:
+            raise IndexError(f"train image {idx} of {self._num_images}")
+        with self._lock:
+            future = self._futures.get(idx)
+            if future is None:
+                future = self._pool.submit(self._work, idx)
+                self._futures[idx] = future
+            self._futures.move_to_end(idx)
+            while len(self._futures) > self.buffered:
+                _, old = self._futures.popitem(last=False)
+                old.cancel()  # not started yet: never decoded; running: its result is dropped
+            self.max_held = max(self.max_held, len(self._futures))
+            return future
+
+    def request(self, idx: int) -> None:
+        """Start decoding ``idx`` in the background (a later ``store[idx]`` finds it ready)."""
+        self._submit(idx)
+
+    def ready(self, idx: int) -> bool:
+        with self._lock:
+            future = self._futures.get(idx)
+        return future is not None and future.done()
+
+    def __getitem__(self, idx: int) -> Dict[str, torch.Tensor]:
+        return self._submit(idx).result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self._futures.clear()

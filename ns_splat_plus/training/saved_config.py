@@ -1,0 +1,104 @@
+"""A saved ``config.yml`` checked as it is loaded: every field there, each of the type it was declared with.
+
+ns-eval, ns-viewer, ns-export and ``ns-train --load-config`` read a run's ``config.yml`` with
+``yaml.load``, which restores whatever the file says: a hand-edited ``sh_degree: three`` or
+``steps_per_save: '10'`` surfaced much later as a ``TypeError`` from deep inside (``can only
+concatenate str``, ``unsupported operand for %``), and a file missing whole sections (a trainer
+config without ``pipeline``) as an ``AttributeError``. ``SplatPlusTrainerConfig.__setstate__``
+(what YAML calls with the file's fields) runs :func:`check_saved_config` first, so that such a file
+stops with one message naming the file, the field, its value and the type it needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
+from pathlib import Path, PurePath
+from typing import Any, Iterator, Optional, Tuple
+
+from ns_splat_plus.errors import UserInputError
+
+REQUIRED_FIELDS = ("method_name", "experiment_name", "output_dir", "timestamp", "machine", "pipeline", "optimizers")
+"""Fields every trainer's config.yml holds (fields added since an older run are not required: they keep defaults)."""
+
+
+def _load_config_path() -> str:
+    from ns_splat_plus.training.uncaught import load_config_argument
+
+    return load_config_argument(sys.argv) or "config.yml"
+
+
+def _type_ok(value: Any, hint: Any) -> Optional[bool]:
+    """Whether ``value`` fits ``hint``; None where the hint is not one this check reads (not checked)."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Union:
+        answers = [_type_ok(value, arg) for arg in typing.get_args(hint)]
+        if any(a is True for a in answers):
+            return True
+        return None if any(a is None for a in answers) else False
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint in (Path, PurePath):
+        return isinstance(value, PurePath)
+    return None
+
+
+def _hints(cls) -> dict:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 (a forward reference this check cannot resolve: that class is not checked)
+        return {}
+
+
+def wrong_fields(obj: Any, prefix: str = "") -> Iterator[Tuple[str, Any, Any]]:
+    """(dotted field name, value, declared type) of every field of the dataclass ``obj`` and the
+    dataclasses inside it whose value does not fit its declared type."""
+    hints = _hints(type(obj))
+    for f in dataclasses.fields(obj):
+        if not hasattr(obj, f.name):
+            continue  # missing fields: check_saved_config names the top-level ones
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            yield from wrong_fields(value, f"{prefix}{f.name}.")
+        elif f.name in hints and _type_ok(value, hints[f.name]) is False:
+            yield f"{prefix}{f.name}", value, hints[f.name]
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def check_saved_config(config: Any, state: dict) -> None:
+    """Raise UserInputError if ``state`` (the fields YAML read for the trainer config ``config``)
+    lacks a field of the trainer config, or holds a value of the wrong type anywhere inside."""
+    path = _load_config_path()
+    missing = [name for name in REQUIRED_FIELDS if name not in state]
+    if missing:
+        raise UserInputError(
+            f"{path} is not a complete config.yml of a {type(config).__name__}: it has no "
+            + ", ".join(missing[:5])
+            + (" ..." if len(missing) > 5 else ""),
+            "pass the config.yml that ns-train wrote in the run directory (or restore it from a copy)",
+        )
+    probe = object.__new__(type(config))
+    probe.__dict__.update(state)
+    wrong = list(wrong_fields(probe))
+    if wrong:
+        name, value, hint = wrong[0]
+        more = f" (and {len(wrong) - 1} more field(s))" if len(wrong) > 1 else ""
+        raise UserInputError(
+            f"{path}: {name} is {value!r}, but it must be of type {_type_name(hint)}{more}",
+            f"write a value of type {_type_name(hint)} for {name.rsplit('.', 1)[-1]} in {path} (a number, not a word or "
+            "a quoted number), or use the config.yml that ns-train wrote",
+        )

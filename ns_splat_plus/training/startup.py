@@ -1,0 +1,39 @@
+"""The start-up report: seconds from process start to the first training step (:func:`report_startup`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from ns_splat_plus import upstream
+
+STARTUP_SCALAR = "Start-up time to first step (s)"
+
+
+def process_age_seconds() -> Optional[float]:
+    """Seconds since this process started (psutil), None if unknown."""
+    try:
+        import psutil
+
+        return time.time() - psutil.Process().create_time()
+    except Exception:  # psutil missing or no permission: the report then counts from the trainer
+        return None
+
+
+def report_startup(trainer) -> float:
+    """Print and write (at the start step) the seconds from process start to the first step."""
+    from nerfstudio.utils import writer
+
+    datamanager = trainer.pipeline.datamanager
+    if hasattr(type(datamanager), "cached_train"):
+        datamanager.cached_train  # noqa: B018 (lazy upstream: the images are part of the start-up)
+    seconds = process_age_seconds()
+    if seconds is None:
+        seconds = time.perf_counter() - getattr(trainer, "_created_at", time.perf_counter())
+    images = getattr(datamanager, "_train_images_seconds", None)
+    detail = f" (train images: {images:.1f} s)" if images is not None else ""
+    CONSOLE.print(f"Start-up: {seconds:.1f} s from process start to the first training step{detail}")
+    writer.put_scalar(name=STARTUP_SCALAR, scalar=seconds, step=upstream.start_step(trainer))
+    return seconds

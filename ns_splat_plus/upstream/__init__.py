@@ -1,0 +1,130 @@
+"""Every private nerfstudio / gsplat / torch / Triton / torchmetrics touch point of splat-plus, and
+the start-up check.
+
+splat-plus subclasses nerfstudio and gsplat where it can; where it must reach into private code,
+it does so through a named function here and nowhere else, each with the versions it was written
+for. :func:`check_versions` runs at start-up (the trainer config's ``set_timestamp``, the first thing
+ns-train calls, and model construction, which ns-eval / ns-viewer / ns-export reach):
+
+* a nerfstudio or gsplat version this module was not written for stops the run with one message
+  naming both versions, instead of a shape error deep inside a training step (gsplat 1.5 changed
+  ``info["radii"]`` to ``[C, N, 2]`` and ``isect_tiles(n_cameras=)`` to ``n_images``);
+* torch and Triton outside :data:`VERSION_BOUNDS` get one warning (they change often and most of
+  what is read here has a fallback), and each private API with a fallback is probed
+  (:func:`probe_private_apis`): where the probe fails, the fallback runs, with one warning.
+
+Touch points, by library and the versions they were written for: what is touched, the function
+here that touches it, [the fallback, where one exists; probed at start-up where marked "probed"].
+The package is split by library (``nerfstudio_private``, ``gsplat_private``, ``torch_private``,
+``lpips``, ``versions``); everything is reached as ``upstream.<name>``.
+
+nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
+  ``FullImageDatamanager._load_images``            :func:`load_images` (the tests' reference decoding)
+  ``full_images_datamanager._undistort_image``     :func:`undistort_image` (one image at a time)
+  ``comms.LOCAL_PROCESS_GROUP``                    :func:`set_local_process_group` (torchrun / srun)
+  ``Trainer._start_step``                          :func:`start_step`, :func:`set_start_step` (resume)
+  ``Trainer._init_viewer_state``, ``_update_viewer_state``, ``_after_train``
+                                                   :func:`init_viewer_state`, :func:`update_viewer_state`,
+                                                   :func:`after_train` (our loop calls them)
+  ``Trainer._load_checkpoint``                     overridden by ``SplatPlusTrainer`` (resume)
+  ``Trainer.train`` loop arithmetic                :func:`train_loop_subtracts_start_step`
+  ``SplatfactoModel._get_downscale_factor``, ``_downscale_if_required``, ``_get_background_color``,
+  ``_apply_bilateral_grid``                        :func:`downscale_factor`, :func:`downscale_mask`, :func:`background`,
+                                                   :func:`apply_bilateral_grid`
+  ``InputDataset._dataparser_outputs``             :func:`dataparser_outputs`
+  ``Viewer.render_statemachines``                  :func:`stop_viewer_renders` (render threads stopped at the end)
+  ``writer.GLOBAL_BUFFER``                         :func:`note_running_time` (averages without a scalar)
+  ``writer.EVENT_STORAGE``                         :func:`writer_event_count`, :func:`drop_writer_events` (warmup)
+  ``ExportGaussianSplat.write_ply``                :func:`announce_gaussian_splat_export` (ns-export says what it wrote)
+gsplat 1.4.0 (:mod:`.gsplat_private`)
+  ``cuda._backend._C``                             :func:`gsplat_extension` (the JIT-built extension)
+  ``cuda._wrapper`` projection / tiles             :func:`gsplat_kernels` (strip rendering)
+  ``cuda._torch_impl``                             :func:`torch_reference_ops` (the PyTorch reference)
+  ``strategy.ops._update_param_with_optimizer``, ``_multinomial_sample``
+                                                   :func:`update_param_with_optimizer`, :func:`multinomial_sample`
+  ``DefaultStrategy._grow_gs`` / ``_prune_gs``, ``MCMCStrategy._relocate_gs`` / ``_add_new_gs``
+                                                   :func:`grow_gs` ... :func:`add_new_gs` (counts of a refine)
+torch 2.6-2.15: 2.11 on the GPU machine, 2.14 on the CPU one (:mod:`.torch_private`)
+  ``Adam._init_group``, ``Optimizer._opt_called``  :func:`adam_init_group`, :func:`mark_stepped` (the fused
+                                                   Adam) [probed: torch's own Adam, one step per group]
+  ``torch._foreach_*`` (add_, lerp_, mul_, ...)    :data:`foreach` (the fused Adam's update) [probed: as above]
+  ``torch._foreach_norm``                          :func:`max_abs_each` (finiteness checks) [one norm per tensor]
+  ``Module._parameters`` / ``_buffers``            :func:`module_slots`, :func:`set_module_slots` (warmup snapshot)
+  ``GradScaler.__dict__``                          :func:`grad_scaler_state`, :func:`load_grad_scaler_state`
+  ``torch.load(weights_only=True)``                :func:`weights_only_safe` (nerfstudio #3683)
+Triton 3.2-3.9: 3.6 with torch 2.11, 3.8 with torch 2.14 (:mod:`.gsplat_private`)
+  ``CompiledKernel[grid](*args)``                  :func:`launch_compiled_triton` (no ``JITFunction.run``)
+                                                   [probed; a TypeError at a launch: ``JITFunction.run``]
+torchmetrics 1.x, torchvision (:mod:`.torch_private`, :mod:`.lpips`)
+  ``Metric._defaults``, ``_update_count``, ``_computed``  :func:`metric_state_names` (warmup snapshot)
+  LPIPS' AlexNet download                          :func:`build_lpips` (local weights, else one short download)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional
+
+from ns_splat_plus.errors import SplatPlusError
+from ns_splat_plus.upstream import versions
+from ns_splat_plus.upstream.gsplat_private import *  # noqa: F401,F403
+from ns_splat_plus.upstream.gsplat_private import direct_triton_launch_available
+from ns_splat_plus.upstream.lpips import *  # noqa: F401,F403
+from ns_splat_plus.upstream.nerfstudio_private import *  # noqa: F401,F403
+from ns_splat_plus.upstream.torch_private import *  # noqa: F401,F403
+from ns_splat_plus.upstream.torch_private import fused_adam_available
+from ns_splat_plus.upstream.versions import (
+    SUPPORTED_VERSIONS,
+    VERSION_BOUNDS,
+    installed_version,
+    release,
+    warn_once,
+)
+
+SKIP_VERSION_CHECK_ENV = "NS_SPLAT_PLUS_SKIP_VERSION_CHECK"
+
+
+class UnsupportedVersionError(SplatPlusError):
+    """nerfstudio or gsplat is a version splat-plus was not written for."""
+
+    exit_status = 2
+
+
+def check_versions(installed: Optional[Dict[str, Optional[str]]] = None) -> None:
+    """Raise UnsupportedVersionError unless nerfstudio and gsplat are versions listed in
+    ``SUPPORTED_VERSIONS`` (``$NS_SPLAT_PLUS_SKIP_VERSION_CHECK=1`` skips the check, at your risk); warn
+    once about a torch or Triton outside :data:`VERSION_BOUNDS`, and probe the private APIs that
+    have a fallback (:func:`probe_private_apis`). ``installed``: versions by distribution name (tests)."""
+    if os.environ.get(SKIP_VERSION_CHECK_ENV, "").strip() not in ("", "0"):
+        return
+    installed = dict(installed or {})
+    for name in (*SUPPORTED_VERSIONS, *VERSION_BOUNDS):
+        if name not in installed:
+            installed[name] = installed_version(name)
+    wrong = {name: installed[name] for name in SUPPORTED_VERSIONS if installed[name] not in SUPPORTED_VERSIONS[name]}
+    if wrong:
+        found = ", ".join(f"{name} {installed.get(name) or 'not installed'}" for name in SUPPORTED_VERSIONS)
+        wanted = ", ".join(f"{name} {' or '.join(v)}" for name, v in SUPPORTED_VERSIONS.items())
+        raise UnsupportedVersionError(
+            f"this ns-splat-plus was written for {wanted}, but {found} is installed "
+            f"(gsplat 1.5 changed the shapes splat-plus reads, e.g. info['radii'] is [C, N, 2])",
+            f"pip install nerfstudio=={SUPPORTED_VERSIONS['nerfstudio'][0]} "
+            f"gsplat=={SUPPORTED_VERSIONS['gsplat'][0]} (or set {SKIP_VERSION_CHECK_ENV}=1 to try anyway)",
+        )
+    for name, (lowest, below) in VERSION_BOUNDS.items():
+        version = installed[name]
+        if version is not None and not release(lowest) <= release(version) < release(below):
+            warn_once(
+                f"version:{name}",
+                f"{name} {version} is outside the versions splat-plus was written for "
+                f"({name}>={lowest},<{below}); its private APIs are probed and fall back where they changed",
+            )
+    probe_private_apis()
+
+
+def probe_private_apis() -> Dict[str, Optional[str]]:
+    """Probe every private API that has a fallback, warning once for each that fails: the fused Adam
+    (``Adam._init_group`` and ``torch._foreach_*``) and Triton's direct launches. Returns the problems."""
+    fused_adam_available()
+    direct_triton_launch_available()
+    return dict(versions.PROBES)

@@ -1,0 +1,198 @@
+"""The private parts of nerfstudio 1.1.5 that splat-plus reads or calls; see :mod:`ns_splat_plus.upstream`."""
+
+from __future__ import annotations
+
+import torch
+
+
+def load_images(datamanager, split: str, cache_images_device: str):
+    """``FullImageDatamanager._load_images`` (nerfstudio 1.1.5): decoded, undistorted images of a split."""
+    from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager
+
+    return FullImageDatamanager._load_images(datamanager, split, cache_images_device=cache_images_device)
+
+
+def undistort_image(camera, distortion_params, data: dict, image, K):
+    """``full_images_datamanager._undistort_image`` (nerfstudio 1.1.5): ``(K, image, mask)`` of one
+    image, the per-image step of ``_load_images`` (train and eval images are decoded one at a time,
+    :mod:`ns_splat_plus.training.images.decode`)."""
+    from nerfstudio.data.datamanagers import full_images_datamanager
+
+    return full_images_datamanager._undistort_image(camera, distortion_params, data, image, K)
+
+
+def set_local_process_group(group) -> None:
+    """nerfstudio's ``comms.get_local_rank()`` reads ``comms.LOCAL_PROCESS_GROUP``, which only its
+    own launcher sets; under torchrun / srun we set it (nerfstudio 1.1.5)."""
+    from nerfstudio.utils import comms
+
+    comms.LOCAL_PROCESS_GROUP = group
+
+
+def local_process_group():
+    from nerfstudio.utils import comms
+
+    return comms.LOCAL_PROCESS_GROUP
+
+
+def stop_viewer_renders(viewer_state, timeout_s: float = 5.0) -> int:
+    """Stop the viewer's per-browser render threads and wait for them; the number still alive after.
+
+    nerfstudio 1.1.5's ``Viewer.render_statemachines`` are daemon threads (``RenderStateMachine``,
+    a ``running`` flag, a ``render_trigger`` event) that keep rendering while a browser is connected.
+    A render still inside torch while the interpreter exits after training can abort the process
+    ("terminate called without an active exception", exit status -6) after a successful run.
+    """
+    machines = list((getattr(viewer_state, "render_statemachines", None) or {}).values())
+    for machine in machines:
+        machine.running = False
+        trigger = getattr(machine, "render_trigger", None)
+        if trigger is not None:
+            trigger.set()  # wake a thread waiting for the next camera move
+    alive = 0
+    for machine in machines:
+        if hasattr(machine, "join"):
+            machine.join(timeout_s)
+            alive += int(machine.is_alive())
+    return alive
+
+
+def note_running_time(name, duration: float, step: int, update_eta: bool = False) -> None:
+    """nerfstudio's ``writer.put_time(name, duration, step, avg_over_steps=True, update_eta)``
+    without queueing a scalar for the event writers: the running average (and the ETA) that the
+    console line and the viewer read from ``GLOBAL_BUFFER`` is updated, but no TensorBoard / W&B
+    point is written. The loop calls ``put_time`` itself on logging steps, so the logged series are
+    the same averages, once every ``steps_per_log`` steps instead of every step (each point cost
+    about 0.1 ms of host time per step with TensorBoard, far more with W&B). Main process only, as
+    ``put_time`` (nerfstudio 1.1.5's buffer layout: ``events[name] = {"buffer", "avg"}``)."""
+    from nerfstudio.utils import comms
+    from nerfstudio.utils import writer as ns_writer
+
+    if not comms.is_main_process() or not ns_writer.is_initialized():
+        return
+    buffer_state = ns_writer.GLOBAL_BUFFER
+    name = name.value if isinstance(name, ns_writer.EventName) else name
+    buffer_state["step"] = step
+    times = buffer_state["events"].get(name, {"buffer": [], "avg": 0})["buffer"]
+    if len(times) >= buffer_state["max_buffer_size"]:
+        times.pop(0)
+    times.append(duration)
+    average = sum(times) / len(times)
+    buffer_state["events"][name] = {"buffer": times, "avg": average}
+    if update_eta:
+        remaining = (buffer_state["max_iter"] - step) * average
+        buffer_state["events"][ns_writer.EventName.ETA.value] = ns_writer._format_time(remaining)
+
+
+def start_step(trainer) -> int:
+    """``Trainer._start_step`` (nerfstudio 1.1.5): the step training starts (or resumes) at; 0 before set-up."""
+    return int(getattr(trainer, "_start_step", 0))
+
+
+def set_start_step(trainer, step: int) -> None:
+    """Set ``Trainer._start_step`` (nerfstudio 1.1.5), where a resumed run starts."""
+    trainer._start_step = step
+
+
+def init_viewer_state(trainer) -> None:
+    """``Trainer._init_viewer_state()`` (nerfstudio 1.1.5; a no-op without the viewer)."""
+    trainer._init_viewer_state()
+
+
+def update_viewer_state(trainer, step: int) -> None:
+    """``Trainer._update_viewer_state(step)`` (nerfstudio 1.1.5; SplatPlusTrainer overrides it)."""
+    trainer._update_viewer_state(step)
+
+
+def after_train(trainer) -> None:
+    """``Trainer._after_train()`` (nerfstudio 1.1.5): the last checkpoint, writers out, the viewer's end."""
+    trainer._after_train()
+
+
+def downscale_factor(model) -> int:
+    """``SplatfactoModel._get_downscale_factor()`` (nerfstudio 1.1.5): this step's resolution-schedule divisor."""
+    return model._get_downscale_factor()
+
+
+def downscale_mask(model, mask: torch.Tensor) -> torch.Tensor:
+    """``SplatfactoModel._downscale_if_required(mask)`` (nerfstudio 1.1.5): [H, W, 1] at this step's size."""
+    return model._downscale_if_required(mask)
+
+
+def background(model) -> torch.Tensor:
+    """``SplatfactoModel._get_background_color()`` (nerfstudio 1.1.5): [3] on the model's device."""
+    return model._get_background_color()
+
+
+def apply_bilateral_grid(model, rgb: torch.Tensor, cam_idx, height: int, width: int) -> torch.Tensor:
+    """``SplatfactoModel._apply_bilateral_grid`` (nerfstudio 1.1.5): the camera's bilateral grid on [H, W, 3]."""
+    return model._apply_bilateral_grid(rgb, cam_idx, height, width)
+
+
+def dataparser_outputs(dataset):
+    """``InputDataset._dataparser_outputs`` (nerfstudio 1.1.5): a dataset's parser outputs (file names, cameras)."""
+    return dataset._dataparser_outputs
+
+
+def writer_event_count() -> int:
+    """How many events nerfstudio's writer holds (``writer.EVENT_STORAGE``, nerfstudio 1.1.5) but has not written."""
+    from nerfstudio.utils import writer as ns_writer
+
+    return len(ns_writer.EVENT_STORAGE)
+
+
+def drop_writer_events(keep: int) -> None:
+    """Drop the writer's pending events after the first ``keep`` (:func:`writer_event_count`)."""
+    from nerfstudio.utils import writer as ns_writer
+
+    del ns_writer.EVENT_STORAGE[keep:]
+
+
+def announce_gaussian_splat_export() -> bool:
+    """Make ``ns-export gaussian-splat`` say what it wrote: nerfstudio 1.1.5's ``ExportGaussianSplat.main``
+    prints neither the file nor the Gaussian count, and has no hook after it writes. Its static
+    ``write_ply(filename, count, map_to_tensors)`` is wrapped (the original runs unchanged, then one line).
+    Only in an ns-export process (the exporter module is loaded); returns whether the wrapper is in place."""
+    import sys
+
+    exporter = sys.modules.get("nerfstudio.scripts.exporter")
+    if exporter is None or not hasattr(exporter, "ExportGaussianSplat"):
+        return False
+    original = exporter.ExportGaussianSplat.write_ply
+    if getattr(original, "_splat_plus_announces", False):
+        return True
+
+    def write_ply(filename, count, map_to_tensors):
+        original(filename, count, map_to_tensors)
+        from nerfstudio.utils.rich_utils import CONSOLE
+
+        CONSOLE.print(f"Exported {int(count)} Gaussians to {filename}", soft_wrap=True)
+
+    write_ply._splat_plus_announces = True
+    exporter.ExportGaussianSplat.write_ply = staticmethod(write_ply)
+    return True
+
+
+SCRIPT_OUTPUT_OPTIONS = {"output_path": "--output-path", "output_dir": "--output-dir"}
+"""Output options of nerfstudio 1.1.5's ns-eval (``ComputePSNR.output_path``) and ns-export (``Exporter.output_dir``)."""
+
+
+def script_output_paths() -> list:
+    """[(option, path)] of the nerfstudio script running this process (ns-eval, ns-export), read from
+    the ``self`` of its ``main`` on the call stack: ``eval_setup`` is called before anything is
+    written, so that the outputs can be checked before an evaluation or export runs for nothing.
+    Empty outside those scripts (or if a later nerfstudio renames them: nothing is checked early)."""
+    import sys
+    from pathlib import Path
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        script = frame.f_locals.get("self") if frame.f_code.co_name == "main" else None
+        if script is not None and type(script).__module__.startswith("nerfstudio.scripts."):
+            return [
+                (option, Path(getattr(script, name)))
+                for name, option in SCRIPT_OUTPUT_OPTIONS.items()
+                if isinstance(getattr(script, name, None), (str, Path))
+            ]
+        frame = frame.f_back
+    return []

@@ -1,0 +1,485 @@
+"""The benchmark itself: plan the runs, train and evaluate each in fresh processes, collect results.
+
+Entry point: :func:`run_benchmark` (what ``scripts/benchmark.py`` runs through :mod:`.cli`); the
+pieces: :func:`plan_batches` (which runs, in which order, which of them at the same time),
+:func:`train_command` / :func:`eval_command` (the child commands), :func:`run_one` (one run).
+
+Order: for every GPU count, repeat k of every method before repeat k + 1 (A1 B1 A2 B2 ...), each
+repeat in its own run directory, one run at a time. ``concurrent_quality``: repeat 1 of every method
+is the timing run (alone, as above); repeats 2..N of the 1-GPU runs of all methods then train at the
+same time on the one GPU, are evaluated one after the other, and their timing figures are discarded.
+``first_repeat`` numbers a command's repeats from K, so that repeats made by separate commands (on
+separate machines: the timing runs in one, the quality repeats in another) combine with
+:func:`merge_results` into one report.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shlex
+import shutil
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from splatbench import children
+from splatbench.outputs import write_outputs, write_results
+from splatbench.results import (
+    bytes_to_gib,
+    collect_train,
+    discard_timing,
+    empty_record,
+    load_json,
+    read_densification,
+    read_eval_metrics,
+)
+from splatbench.settings import (
+    MULTI_GPU_METHODS,
+    PROBE_MODULE,
+    SCENE_ARGS_MISSING,
+    SCHEMA_VERSION,
+    BenchmarkSettings,
+    log,
+    run_tag,
+)
+from splatbench.stats import summarize_repeats
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def train_command(settings: BenchmarkSettings, method: str, num_gpus: int, run_dir: Path) -> List[str]:
+    """The command that trains ``method`` (a name in ``settings.methods``: a method or a variant's
+    label) on ``num_gpus`` GPUs through the probe."""
+    common = [
+        "--output-dir", str(run_dir),
+        "--timestamp", "bench",
+        "--max-num-iterations", str(settings.steps),
+        "--vis", "tensorboard",
+        "--viewer.quit-on-train-completion", "True",
+        "--machine.device-type", settings.device_type,
+        # evaluation happens in ns-eval, after training, not inside the timed loop
+        "--steps-per-eval-image", "0",
+        "--steps-per-eval-batch", "0",
+        "--steps-per-eval-all-images", str(settings.eval_every),
+        "--steps-per-save", str(max(settings.steps * 10, 1_000_000)),  # only the final checkpoint
+    ]  # fmt: skip
+    if num_gpus == 1 or settings.launcher == "spawn":
+        common += ["--machine.num-devices", str(num_gpus)]
+    extra = (
+        shlex.split(settings.train_args)
+        + settings.variant_args(method)
+        + shlex.split(settings.method_args.get(method, ""))
+    )
+    if num_gpus > 1:
+        extra += shlex.split(settings.multi_gpu_args.replace("{W}", str(num_gpus)))
+    probe_args = ["train", settings.nerfstudio_method(method), *common, *extra, *shlex.split(settings.scene_args)]
+    if num_gpus > 1 and settings.launcher == "torchrun":
+        return [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(num_gpus),
+            "-m", PROBE_MODULE, *probe_args,
+        ]  # fmt: skip
+    return [sys.executable, "-m", PROBE_MODULE, *probe_args]
+
+
+def eval_command(config_path: Path, output_path: Path) -> List[str]:
+    return [
+        sys.executable,
+        "-m",
+        PROBE_MODULE,
+        "eval",
+        "--load-config",
+        str(config_path),
+        "--output-path",
+        str(output_path),
+    ]
+
+
+@dataclass
+class PlannedRun:
+    method: str
+    num_gpus: int
+    repeat: int
+    tag: str
+    concurrent: bool = False  # trains at the same time as the other runs of its batch (timing discarded)
+
+
+def plan_batches(settings: BenchmarkSettings) -> List[List[PlannedRun]]:
+    """The runs in order; each inner list starts together (one run, or a concurrent quality batch)."""
+    repeats, first = max(1, settings.repeats), max(1, settings.first_repeat)
+    numbered = repeats > 1 or first > 1  # tags carry the repeat (-r2) unless there is only repeat 1
+    batches: List[List[PlannedRun]] = []
+    for num_gpus in sorted(set(settings.gpus)):
+        together: List[PlannedRun] = []
+        for k in range(first, first + repeats):
+            for method in settings.methods:
+                run = PlannedRun(method, num_gpus, k, run_tag(method, num_gpus, k if numbered else None))
+                if settings.concurrent_quality and num_gpus == 1 and k > 1:
+                    run.concurrent = True
+                    together.append(run)
+                else:
+                    batches.append([run])
+        if together:
+            batches.append(together)
+    return batches
+
+
+def run_dir_for(out_dir: Path, plan: PlannedRun) -> Path:
+    """Each run (each repeat) in its own nerfstudio output directory."""
+    return out_dir / "runs" / plan.tag
+
+
+class RunJob:
+    """One run: its record, its directories, and the train and eval phases (in that order)."""
+
+    def __init__(self, settings: BenchmarkSettings, plan: PlannedRun, out_dir: Path) -> None:
+        self.settings, self.plan, self.out_dir = settings, plan, out_dir
+        self.record = empty_record(plan.method, plan.num_gpus, plan.repeat)
+        self.record["steps_requested"] = settings.steps
+        self.tag = plan.tag
+        self.base_dir: Optional[Path] = None
+        self.standin: Optional[Path] = None
+
+    def prepare(self) -> bool:
+        """False when the run is not made (recorded as unsupported)."""
+        settings, method, num_gpus, record = self.settings, self.plan.method, self.plan.num_gpus, self.record
+        if (
+            num_gpus > 1
+            and settings.nerfstudio_method(method) not in MULTI_GPU_METHODS
+            and not settings.force_multi_gpu
+        ):
+            record["status"] = "unsupported"
+            record["error"] = f"{method} does not train on several GPUs (crashes at start); not run"
+            log(f"{self.tag}: skipped, {record['error']}")
+            return False
+        if num_gpus > 1 and settings.device_type == "cuda":
+            visible = children.visible_gpu_ids()
+            if len(visible) < num_gpus:
+                record["status"] = "unsupported"
+                record["error"] = f"{num_gpus} GPUs asked for, {len(visible)} available"
+                log(f"{self.tag}: skipped, {record['error']}")
+                return False
+        self.run_dir = run_dir_for(self.out_dir, self.plan)
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir)
+        self.run_dir.mkdir(parents=True)
+        self.standin = (
+            children.lpips_standin_home(self.out_dir) if children.uses_lpips_standin(settings, method) else None
+        )
+        if self.standin is not None:
+            record["lpips_note"] = (
+                "AlexNet weights not available offline: stand-in weights, so evaluation computes LPIPS "
+                "(its memory counts) but the value is not reported"
+            )
+        return True
+
+    def train(self, sharing: int = 0) -> bool:
+        """Train; False when training failed (the record says why). ``sharing``: runs alongside."""
+        settings, record, tag = self.settings, self.record, self.tag
+        probe_path = self.run_dir / "benchmark_probe_train.json"
+        command = train_command(settings, self.plan.method, self.plan.num_gpus, self.run_dir)
+        record["train_command"] = shlex.join(command)
+        unit = "GPU(s)" if settings.device_type == "cuda" else "CPU process(es)"
+        log_path = self.out_dir / "logs" / f"{tag}.train.log"
+        log(f"{tag}: training {settings.steps} steps on {self.plan.num_gpus} {unit} (log: {log_path})")
+        env = children.child_env(
+            settings, self.plan.num_gpus, probe_path, self.standin, method=settings.nerfstudio_method(self.plan.method)
+        )
+        child = children.run_child(command, log_path, env, settings.timeout_s, tag)
+        record["process_wall_s"] = child.wall_s
+        record["train_log"] = str(child.log_path)
+        collect_train(record, probe_path, settings.effective_skip)
+        if sharing:
+            discard_timing(record, f"trained at the same time as {sharing} other run(s) on the same device")
+        elif self.plan.concurrent:  # alone in its batch, but a quality repeat: other commands may share the GPU
+            discard_timing(record, "a quality repeat (--concurrent-quality): not timed alone")
+        if child.timed_out or child.returncode != 0:
+            record["status"] = "timeout" if child.timed_out else "failed"
+            reason = children.failure_reason(child.log_path)
+            record["error"] = f"timed out after {settings.timeout_s:.0f} s" if child.timed_out else reason
+            log(f"{tag}: {record['status']} after {child.wall_s:.0f} s: {record['error']}")
+            return False
+        configs = sorted(self.run_dir.rglob("config.yml"))
+        if not configs:
+            record["status"] = "failed"
+            record["error"] = "training ended without a config.yml"
+            return False
+        self.config_path = configs[0]
+        self.base_dir = configs[0].parent
+        record["run_dir"] = str(self.base_dir)
+        record["densification"] = read_densification(self.base_dir / "densification.jsonl")
+        log(
+            f"{tag}: trained in {child.wall_s:.0f} s, median step "
+            f"{_fmt(record.get('step_time_ms_median'), '.2f')} ms, {record.get('num_gaussians')} Gaussians"
+        )
+        if not settings.run_eval:
+            record["status"] = "ok"
+        return True
+
+    def evaluate(self) -> None:
+        settings, record, tag = self.settings, self.record, self.tag
+        log(f"{tag}: evaluating with ns-eval")
+        eval_json = self.base_dir / "ns_eval.json"
+        eval_probe = self.base_dir / "benchmark_probe_eval.json"
+        child = children.run_child(
+            eval_command(self.config_path, eval_json), self.out_dir / "logs" / f"{tag}.eval.log",
+            children.child_env(settings, 1, eval_probe, self.standin, method=settings.nerfstudio_method(self.plan.method)), settings.timeout_s, tag,
+        )  # fmt: skip
+        record["eval_log"] = str(child.log_path)
+        if child.timed_out or child.returncode != 0 or not eval_json.is_file():
+            record["status"] = "eval-failed"
+            record["error"] = "ns-eval: " + children.failure_reason(child.log_path)
+            log(f"{tag}: ns-eval failed: {record['error']}")
+            return
+        record.update(read_eval_metrics(eval_json))
+        if self.standin is not None:
+            record["lpips"] = record["lpips_std"] = None  # computed with stand-in weights: meaningless
+        probe = load_json(eval_probe) or {}
+        if record.get("timing_valid") is not False:
+            record["eval_wall_s"] = probe.get("eval_s", child.wall_s)
+        record["eval_peak_gib"] = bytes_to_gib(probe.get("eval_peak_bytes"))
+        if isinstance(probe.get("per_image"), list):  # each held-out image's metrics (bench.per_image)
+            record["per_image"] = probe["per_image"]
+        if record.get("num_gaussians") is None:
+            record["num_gaussians"] = record.get("eval_num_gaussians")
+        record["status"] = "ok"
+        log(
+            f"{tag}: PSNR {_fmt(record['psnr'], '.3f')} SSIM {_fmt(record['ssim'], '.4f')} "
+            f"LPIPS {_fmt(record['lpips'], '.4f')}"
+        )
+
+
+def run_batch(settings: BenchmarkSettings, batch: List[PlannedRun], out_dir: Path) -> List[Dict[str, Any]]:
+    """One run alone, or a concurrent batch: all train at the same time, then ns-eval one by one."""
+    jobs = [RunJob(settings, plan, out_dir) for plan in batch]
+    ready = [job for job in jobs if job.prepare()]
+    if len(batch) == 1 and not batch[0].concurrent:
+        if ready and ready[0].train() and settings.run_eval:
+            ready[0].evaluate()
+        return [job.record for job in jobs]
+    log(f"{len(ready)} quality runs at the same time: " + ", ".join(job.tag for job in ready))
+    with ThreadPoolExecutor(max_workers=max(1, len(ready))) as pool:
+        trained = list(pool.map(lambda job: job.train(sharing=len(ready) - 1), ready))
+    for job, ok in zip(ready, trained):
+        if ok and settings.run_eval:
+            job.evaluate()
+    return [job.record for job in jobs]
+
+
+def run_one(
+    settings: BenchmarkSettings, method: str, num_gpus: int, out_dir: Path, repeat: Optional[int] = None
+) -> Dict[str, Any]:
+    """Train and evaluate one run alone (``repeat``: its number, in the tag and the run directory)."""
+    return run_batch(settings, [PlannedRun(method, num_gpus, repeat or 1, run_tag(method, num_gpus, repeat))], out_dir)[
+        0
+    ]
+
+
+def add_speedups(runs: List[Dict[str, Any]]) -> None:
+    """speedup = the method's mean 1-GPU train wall time (timing runs) / this run's (None without both)."""
+    walls: Dict[str, List[float]] = {}
+    for r in runs:
+        if r["num_gpus"] == 1 and r["status"] == "ok" and r["train_wall_s"] and r.get("timing_valid") is not False:
+            walls.setdefault(r["method"], []).append(r["train_wall_s"])
+    single = {method: statistics.fmean(values) for method, values in walls.items()}
+    for r in runs:
+        base = single.get(r["method"])
+        r["speedup"] = base / r["train_wall_s"] if (base and r["status"] == "ok" and r["train_wall_s"]) else None
+
+
+def environment_summary(runs: List[Dict[str, Any]], device_type: str) -> Dict[str, Any]:
+    """Versions and GPU name: from a run's probe when one succeeded, else from this process."""
+    for r in runs:
+        if r.get("environment"):
+            env = dict(r["environment"])
+            break
+    else:
+        from splatbench.recorder import environment_info
+
+        env = environment_info(None)
+        env["device_type"] = device_type
+    env["gpus_visible"] = len(children.visible_gpu_ids()) if device_type == "cuda" else 0
+    env["hostname"] = os.uname().nodename
+    return env
+
+
+def run_benchmark(
+    settings: BenchmarkSettings, out_dir: Path, command: Optional[str] = None, readme_plot_base: Optional[Path] = None
+) -> Dict[str, Any]:
+    if not settings.scene_args.strip():
+        raise ValueError(SCENE_ARGS_MISSING)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = _dt.datetime.now().astimezone()
+    batches = plan_batches(settings)
+    tags = [", ".join(run.tag for run in batch) + (" (together)" if len(batch) > 1 else "") for batch in batches]
+    log(f"{sum(len(b) for b in batches)} runs: " + "; ".join(tags) + f"; output in {out_dir}")
+    if settings.device_type == "cuda" and settings.prebuild_gsplat:
+        children.prebuild_gsplat(out_dir, settings.timeout_s)
+    runs: List[Dict[str, Any]] = []
+    for index, batch in enumerate(batches, 1):
+        log(f"batch {index}/{len(batches)}: {tags[index - 1]}")
+        runs.extend(run_batch(settings, batch, out_dir))
+        write_results(build_results(settings, runs, started, command), out_dir)  # partial results survive
+    results = build_results(settings, runs, started, command)
+    write_outputs(results, out_dir, readme_plot_base=readme_plot_base)
+    return results
+
+
+def _merged_variants(parts: List[Dict[str, Any]]) -> Dict[str, str]:
+    """The variants of all parts (--variant LABEL=METHOD ARGS). A command may add labels the others do
+    not have; a label must mean the same in every part that runs it (one spec, or plain everywhere)."""
+    variants: Dict[str, str] = {}
+    for index, part in enumerate(parts, 1):
+        for label, spec in (part.get("settings", {}).get("variants") or {}).items():
+            if variants.setdefault(label, spec) != spec:
+                raise ValueError(f"results {index} runs {label} as {spec!r}, an earlier one as {variants[label]!r}: "
+                                 "not one experiment")  # fmt: skip
+    for index, part in enumerate(parts, 1):
+        settings = part.get("settings", {})
+        plain = [m for m in settings.get("methods", []) if m in variants and m not in (settings.get("variants") or {})]
+        if plain:
+            raise ValueError(f"results {index} runs {plain[0]} as the plain method, another as the variant "
+                             f"{variants[plain[0]]!r}: not one experiment")  # fmt: skip
+    return variants
+
+
+def only_methods(results: Dict[str, Any], methods: List[str]) -> Dict[str, Any]:
+    """``results`` with only the runs of ``methods`` (those it has, in that order): the settings' method
+    list and variants follow, the summary is recomputed."""
+    settings = dict(results.get("settings", {}))
+    keep = [m for m in methods if m in settings.get("methods", [])]
+    settings["methods"] = keep
+    settings["variants"] = {k: v for k, v in (settings.get("variants") or {}).items() if k in keep}
+    runs = [dict(r) for r in results["runs"] if r["method"] in keep]
+    return results_document(
+        settings, runs, results.get("reference_method"), results.get("environment"), created=results.get("created"),
+        finished=results.get("finished"), command=results.get("command"), scene=results.get("scene"),
+    )  # fmt: skip
+
+
+def merge_results(
+    parts: List[Dict[str, Any]],
+    sources: Optional[List[str]] = None,
+    command: Optional[str] = None,
+    renumber: bool = False,
+) -> Dict[str, Any]:
+    """One results dict from several benchmark commands' ``results.json`` of the same comparison.
+
+    ``command``: the merge's own command line (``--from-json ...``), which regenerates the report from
+    the stored files; each part's command (a part may itself be a merge) stays in ``merged_from``.
+
+    They must agree on what was run (scene, steps, train and method arguments, dataparser): a merge
+    of different experiments would pool unlike runs. A (method, GPU count, repeat) may appear only
+    once; with ``renumber`` a later file's run whose repeat is taken gets the method's next free
+    number instead (above every number in any file) and its timing is discarded: pooled for quality,
+    while the report's timing stays that of the file the number belonged to. Each renumbered run
+    keeps ``renumbered_from`` (file, repeat), and its file's ``merged_from`` entry lists the changes.
+    Speedups and the per-method summary are recomputed over all runs; timing figures keep their
+    validity flags (a concurrent quality run stays discarded).
+
+    Raises:
+        ValueError: on fewer than two parts, different experiments, or a repeat present twice
+        (without ``renumber``).
+    """
+    if len(parts) < 2:
+        raise ValueError("merging needs at least two results files")
+    same = ("steps", "scene_args", "train_args", "method_args", "skip_steps", "eval_every", "device_type")
+    first = parts[0].get("settings", {})
+    for index, part in enumerate(parts[1:], 2):
+        settings = part.get("settings", {})
+        differ = [key for key in same if (settings.get(key) or None) != (first.get(key) or None)]  # absent = empty
+        if differ:
+            raise ValueError(f"results {index} differs from results 1 in " + ", ".join(differ) + ": not one experiment")
+    variants = _merged_variants(parts)
+    names = sources or [f"results {index}" for index in range(1, len(parts) + 1)]  # for the notes
+    runs: List[Dict[str, Any]] = []
+    seen: Dict[tuple, int] = {}
+    last_repeat: Dict[tuple, int] = {}  # (method, GPUs) -> the highest repeat number in any file, then given
+    for part in parts:
+        for r in part["runs"]:
+            group = (r["method"], r["num_gpus"])
+            last_repeat[group] = max(last_repeat.get(group, 0), r.get("repeat") or 1)
+    renumbered: Dict[int, List[str]] = {}
+    for index, part in enumerate(parts, 1):
+        for r in part["runs"]:
+            run = dict(r)
+            key = (r["method"], r["num_gpus"], r.get("repeat") or 1)
+            if key in seen:
+                if not renumber:
+                    raise ValueError(f"{run_tag(*key)} is in results {seen[key]} and in results {index}: number the "
+                                     "repeats of a later command with --first-repeat, or pool them with "
+                                     "--renumber-repeats")  # fmt: skip
+                last_repeat[key[:2]] += 1
+                run["repeat"] = last_repeat[key[:2]]
+                discard_timing(run, f"repeat {key[2]} of {names[index - 1]}, renumbered {run['repeat']} to pool "
+                                    "its quality; its timing is in that file's own report")  # fmt: skip
+                run["renumbered_from"] = {"source": names[index - 1], "repeat": key[2]}
+                renumbered.setdefault(index, []).append(f"{run_tag(*key)} -> r{run['repeat']}")
+                key = key[:2] + (run["repeat"],)
+            seen[key] = index
+            runs.append(run)
+    runs.sort(key=lambda r: (r["num_gpus"], r.get("repeat") or 1))  # stable: method order within a repeat kept
+    methods = list(dict.fromkeys(m for part in parts for m in part.get("settings", {}).get("methods", [])))
+    settings = dict(first) | {
+        "methods": methods,
+        "variants": variants,
+        "repeats": len({r.get("repeat") or 1 for r in runs}),
+        "first_repeat": min(r.get("repeat") or 1 for r in runs),
+        "concurrent_quality": any(p.get("settings", {}).get("concurrent_quality") for p in parts)
+        or any(r.get("timing_valid") is False for r in runs),
+    }
+    results = results_document(
+        settings, runs, parts[0].get("reference_method"), parts[0].get("environment"),
+        created=min(p.get("created") or "" for p in parts) or None,
+        finished=max(p.get("finished") or "" for p in parts) or None,
+        command=command, scene=parts[0].get("scene"),
+    )  # fmt: skip
+    results["merged_from"] = [
+        {"source": (sources or [None] * len(parts))[i], "command": p.get("command"), "created": p.get("created"),
+         "device": (p.get("environment") or {}).get("device_name"), "hostname": (p.get("environment") or {}).get("hostname")}
+        | ({"renumbered": renumbered[i + 1]} if i + 1 in renumbered else {})
+        for i, p in enumerate(parts)
+    ]  # fmt: skip
+    return results
+
+
+def results_document(
+    settings: Dict[str, Any],
+    runs: List[Dict[str, Any]],
+    reference: Optional[str],
+    environment: Optional[Dict[str, Any]],
+    created: Optional[str],
+    finished: Optional[str],
+    command: Optional[str],
+    scene: Optional[str],
+) -> Dict[str, Any]:
+    """``results.json``'s content: the runs with their speedups, and the per-method summary over repeats."""
+    add_speedups(runs)
+    return {
+        "schema": SCHEMA_VERSION,
+        "created": created,
+        "finished": finished,
+        "command": command,
+        "scene": scene,
+        "settings": settings,
+        "reference_method": reference,
+        "environment": environment,
+        "runs": runs,
+        "summary": summarize_repeats(runs, reference),
+    }
+
+
+def build_results(
+    settings: BenchmarkSettings, runs: List[Dict[str, Any]], started: _dt.datetime, command: Optional[str]
+) -> Dict[str, Any]:
+    return results_document(
+        asdict(settings) | {"effective_skip_steps": settings.effective_skip}, runs, settings.reference_method(),
+        environment_summary(runs, settings.device_type), created=started.isoformat(timespec="seconds"),
+        finished=_dt.datetime.now().astimezone().isoformat(timespec="seconds"), command=command,
+        scene=settings.describe_scene(),
+    )  # fmt: skip
