@@ -3,7 +3,7 @@
 Why: splatfacto's SSIM (``pytorch_msssim.SSIM``: an 11-tap Gaussian window, sigma 1.5, valid
 padding) runs as ten cuDNN grouped convolutions per step plus their backward kernels and a dozen
 elementwise ones. At full size on fox that is 2.2 of 5.9 ms of GPU work per step at one camera,
-and 9.7 of 22.0 ms for four (benchmarks/h200-2026-11-24/kernels-fullres). Here the same function
+and 9.7 of 22.0 ms for four (benchmarks/2026-11-24-h200-kernels-fullres). Here the same function
 takes three kernels forward and two backward, every one of them memory-bound
 (:mod:`ns_splat_plus.kernels.ssim`, where the gradient is derived). :mod:`.photometric_loss` runs the same
 kernels with splatfacto's background composite and L1 term folded in.

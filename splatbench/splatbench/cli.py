@@ -136,7 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--force-multi-gpu", action="store_true", help="also try methods not known to run on W>1")
     parser.add_argument("--reference", default=None, help="method the others are compared with")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/latest"), help="output folder")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("outputs/bench/latest"),
+        help="output folder (to keep an experiment: a folder under benchmarks/ and a row in its README.md)",
+    )
     parser.add_argument("--from-json", type=Path, nargs="+", default=None,
                         help="only re-render Markdown, plots and the README section from this results.json; "
                         "several: merge them first (runs of one experiment made by separate commands)")  # fmt: skip

@@ -271,7 +271,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--device-type", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--timeout", type=float, default=None, help="seconds before a run is stopped")
     parser.add_argument("--from-json", type=Path, default=None, help="re-render the report of this scaling.json")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/gaussian-scaling"))
+    parser.add_argument("--out", type=Path, default=Path("outputs/bench/gaussian-scaling"))
     args = parser.parse_args(argv)
     if args.from_json is not None:
         write_report(json.loads(args.from_json.read_text("utf8")), args.out)

@@ -1,0 +1,8 @@
+# 4x NVIDIA H200 (one host), torchrun; 2026-11-21; code commit not recorded (the results were added in 923b64e)
+# Notes: ../2026-11-21-h200-fox-3k/notes.md. Run from the repository root; the fox scene was at /work/main/.fox.
+python scripts/scaling_check.py /tmp/scaling --gpus 1 2 4 --launchers torchrun \
+  --scene-args '--data /work/main/.fox instant-ngp-data --eval-mode interval --eval-interval 8'
+# scaling_check.py runs the benchmark (the command recorded in results.json):
+#   python scripts/benchmark.py --methods splat-plus --gpus 1 2 4 --steps 3000 \
+#     --scene-args '--data /work/main/.fox instant-ngp-data --eval-mode interval --eval-interval 8' --launcher torchrun --out /tmp/scaling/torchrun
+# /tmp/scaling/scaling.{md,json} -> scaling.md, scaling.json; /tmp/scaling/torchrun/ -> results.json, results.md, readme_section.md, plots/
