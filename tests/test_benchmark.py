@@ -963,10 +963,11 @@ def test_gpu_busy_window_at_a_fraction_of_each_runs_own_steps(tmp_path, monkeypa
     monkeypatch.delenv(GPU_BUSY_AT_ENV)
     assert ProbeOptions.from_env().gpu_busy_at is None
     parser = cli.build_parser()
+    scene = ["--scene-args", "--data scene colmap"]  # required (no default scene): the bad values below fail alone
     for bad in (["--gpu-busy-at", "1.0"], ["--gpu-busy-at", "-0.1"], ["--gpu-busy-at", "0.5", "--gpu-busy-start", "9"]):
-        with pytest.raises(SystemExit):
-            cli.settings_from_args(parser.parse_args(bad))
-    assert cli.settings_from_args(parser.parse_args(["--gpu-busy-at", "0.5"])).gpu_busy_at == 0.5
+        with pytest.raises(SystemExit, match="gpu-busy"):
+            cli.settings_from_args(parser.parse_args([*bad, *scene]))
+    assert cli.settings_from_args(parser.parse_args(["--gpu-busy-at", "0.5", *scene])).gpu_busy_at == 0.5
 
 
 def test_wall_over_busy_compares_the_steps_around_the_window(tmp_path):

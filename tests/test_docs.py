@@ -169,7 +169,8 @@ def check_cli_callback(work: Path, output: str) -> None:
 def check_eval(work: Path, output: str) -> None:
     run = _runs(work)[-1]
     results = json.loads((run / "metrics.json").read_text())
-    assert math.isfinite(results["results"]["psnr"]) and results["per_image"] and results["split"]
+    scores = results["results"]  # nerfstudio's keys and splat-plus's per_image, split, memory
+    assert math.isfinite(scores["psnr"]) and scores["per_image"] and scores["split"]["held_out"]
 
 
 def check_resume(work: Path, output: str) -> None:

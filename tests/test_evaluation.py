@@ -207,3 +207,16 @@ def test_gpu_eval_peak_does_not_exceed_train_peak(tmp_path, monkeypatch):
     assert all(d["image"].device.type == "cpu" for d in trainer.pipeline.datamanager.cached_eval)
     assert tracker.train_peak_bytes and tracker.eval_peak_bytes
     assert tracker.eval_peak_bytes <= tracker.train_peak_bytes, tracker.as_dict()
+
+
+def test_lpips_runs_on_the_host_where_it_would_take_the_device_above_the_training_peak():
+    from ns_splat_plus.model.metrics import LPIPS_BYTES_PER_PIXEL, lpips_device
+
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    held = 10**6
+    need = LPIPS_BYTES_PER_PIXEL * 100 * 200
+    assert lpips_device(cuda, 100, 200, limit_bytes=held + need, allocated_bytes=held) == cuda
+    assert lpips_device(cuda, 100, 200, limit_bytes=held + need - 1, allocated_bytes=held) == cpu
+    assert lpips_device(cuda, 200, 200, limit_bytes=held + need, allocated_bytes=held) == cpu  # a larger image
+    assert lpips_device(cuda, 100, 200, limit_bytes=None, allocated_bytes=10**12) == cuda  # no training peak known
+    assert lpips_device(cpu, 100, 200, limit_bytes=1, allocated_bytes=10**12) == cpu

@@ -596,3 +596,31 @@ def test_node_local_groups_follow_the_placement_not_rank_blocks():
     }
     plan = devices.resolve_devices(0, "cpu", env, 0)
     assert (plan.rank, plan.node_rank, plan.local_rank) == (2, 0, 1)  # rank 2 on node 0: cyclic placement
+
+
+@pytest.mark.slow
+def test_two_nodes_start_one_viewer_on_global_rank_0(tmp_path):
+    """Two torchrun "nodes" of one rank each on this host: nerfstudio would start a viewer on local
+    rank 0 of each node; splat-plus starts one, on global rank 0."""
+    scene = make_scene(tmp_path / "scene", SceneSpec(n_views=8, width=32, height=24))
+    master_port, viewer_port = _free_port(), _free_port()
+    procs = []
+    for node_rank in (0, 1):
+        cmd = [
+            console_script("torchrun"),
+            "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(node_rank),
+            "--master-addr", "127.0.0.1", "--master-port", str(master_port),
+            console_script("ns-train"), "splat-plus", "--data", str(scene),
+            "--output-dir", str(tmp_path / "out"), "--experiment-name", "nodes", "--timestamp", "run",
+            "--machine.device-type", "cpu", "--vis", "viewer", "--viewer.quit-on-train-completion", "True",
+            "--viewer.websocket-port", str(viewer_port), "--max-num-iterations", "4",
+            "--pipeline.model.num-downscales", "0", "--warmup-steps", "0", "colmap",
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
+    outputs = [p.communicate(timeout=400)[0] for p in procs]
+    for p, out in zip(procs, outputs):
+        assert p.returncode == 0, out[-4000:]
+    banners = [out.count("Viewer running locally at") for out in outputs]
+    assert banners == [1, 0], f"viewer banners per node: {banners}\n{outputs[1][-3000:]}"
+    assert "viser" not in outputs[1].lower(), outputs[1][-3000:]  # no viser server on the second node

@@ -47,6 +47,13 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _limit_to_training_peak(pipeline, tracker) -> None:
+    """The device memory evaluation may use, for the model's metrics (LPIPS moves to the host above
+    it): this run's training peak so far, or under ns-eval the one its checkpoint recorded."""
+    saved = (getattr(pipeline, "run_info", None) or {}).get("train_peak_memory_bytes")
+    pipeline.model.eval_memory_limit_bytes = tracker.train_peak_bytes or saved
+
+
 def _image_metrics(model, outputs, batch) -> Tuple[Dict[str, Optional[float]], Dict[str, torch.Tensor]]:
     metrics, images = model.get_image_metrics_and_images(outputs, batch)
     return {k: (float(v) if isinstance(v, (int, float, torch.Tensor)) else v) for k, v in metrics.items()}, images
@@ -84,6 +91,7 @@ def evaluate_all_images(pipeline, output_path: Optional[Path] = None, image_pref
                 transient=True,
             ) as progress,
         ):
+            _limit_to_training_peak(pipeline, tracker)
             task = progress.add_task("[green]Evaluating all images...", total=split["num_images"])
             for index in range(split["num_images"]):
                 camera, batch = eval_camera_and_batch(datamanager, index, device)
@@ -142,7 +150,8 @@ def evaluate_one_image(pipeline, with_loss: bool = False):
     was_training = pipeline.training
     pipeline.eval()
     try:
-        with memory_tracker(device).evaluating(), torch.no_grad():
+        with memory_tracker(device).evaluating() as tracker, torch.no_grad():
+            _limit_to_training_peak(pipeline, tracker)
             camera, batch = eval_camera_and_batch(datamanager, next_eval_index(datamanager), device)
             if with_loss:
                 outputs = model(camera)

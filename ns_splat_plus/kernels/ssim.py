@@ -101,38 +101,13 @@ def _kernels():
     import triton
     import triton.language as tl
 
+    # fmt: off
     @triton.jit(do_not_specialize=["H", "W", "Wv", "n_col_blocks"])
-    def ssim_rows_forward(
-        x_ptr,
-        alpha_ptr,
-        bg_ptr,
-        y_ptr,
-        win_ptr,
-        out_ptr,
-        l1_ptr,
-        C,
-        H,
-        W,
-        Wv,
-        maps_stride,
-        n_col_blocks,
-        sxn,
-        sxc,
-        sxh,
-        sxw,
-        san,
-        sah,
-        saw,
-        syn,
-        syc,
-        syh,
-        syw,
-        COMPOSITE: tl.constexpr,
-        Y_U8: tl.constexpr,
-        WITH_L1: tl.constexpr,
-        WIN: tl.constexpr,
-        BLOCK: tl.constexpr,
-    ):
+    def ssim_rows_forward(x_ptr, alpha_ptr, bg_ptr, y_ptr, win_ptr, out_ptr, l1_ptr, C, H, W, Wv, maps_stride,
+                          n_col_blocks, sxn, sxc, sxh, sxw, san, sah, saw, syn, syc, syh, syw,
+                          COMPOSITE: tl.constexpr, Y_U8: tl.constexpr, WITH_L1: tl.constexpr,
+                          WIN: tl.constexpr, BLOCK: tl.constexpr):
+    # fmt: on
         row = tl.program_id(0).to(tl.int64)  # over N*C*H input rows
         block = tl.program_id(1)
         cols = block * BLOCK + tl.arange(0, BLOCK)
@@ -178,26 +153,12 @@ def _kernels():
         tl.store(out + 3 * maps_stride, myy, mask=keep)
         tl.store(out + 4 * maps_stride, mxy, mask=keep)
 
+    # fmt: off
     @triton.jit(do_not_specialize=["H", "Hv", "Wv", "n_row_blocks", "n_col_blocks"])
-    def ssim_columns_forward(
-        maps_ptr,
-        win_ptr,
-        partial_ptr,
-        deriv_ptr,
-        H,
-        Hv,
-        Wv,
-        maps_stride,
-        deriv_stride,
-        n_row_blocks,
-        n_col_blocks,
-        C1: tl.constexpr,
-        C2: tl.constexpr,
-        WIN: tl.constexpr,
-        BLOCK_R: tl.constexpr,
-        BLOCK_C: tl.constexpr,
-        STORE_DERIVATIVES: tl.constexpr,
-    ):
+    def ssim_columns_forward(maps_ptr, win_ptr, partial_ptr, deriv_ptr, H, Hv, Wv, maps_stride, deriv_stride,
+                             n_row_blocks, n_col_blocks, C1: tl.constexpr, C2: tl.constexpr, WIN: tl.constexpr,
+                             BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, STORE_DERIVATIVES: tl.constexpr):
+    # fmt: on
         # a tile of BLOCK_R output rows: the 11 shifted loads of one map overlap and come from L1
         pid = tl.program_id(0).to(tl.int64)  # over N*C planes x row blocks
         block = tl.program_id(1)
@@ -244,19 +205,11 @@ def _kernels():
             tl.store(out + deriv_stride, d_s_xx, mask=keep)
             tl.store(out + 2 * deriv_stride, d_s_xy, mask=keep)
 
+    # fmt: off
     @triton.jit(do_not_specialize=["n_ssim", "n_l1"])
-    def ssim_finish(
-        ssim_ptr,
-        n_ssim,
-        l1_ptr,
-        n_l1,
-        out_ptr,
-        ssim_scale,
-        ssim_offset,
-        l1_scale,
-        WITH_L1: tl.constexpr,
-        BLOCK: tl.constexpr,
-    ):
+    def ssim_finish(ssim_ptr, n_ssim, l1_ptr, n_l1, out_ptr, ssim_scale, ssim_offset, l1_scale,
+                    WITH_L1: tl.constexpr, BLOCK: tl.constexpr):
+    # fmt: on
         # one program: the block sums in a fixed order (no atomics), the same value on every run
         offsets = tl.arange(0, BLOCK)
         acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -293,50 +246,14 @@ def _kernels():
         tl.store(out + out_stride, b, mask=keep)
         tl.store(out + 2 * out_stride, c, mask=keep)
 
+    # fmt: off
     @triton.jit(do_not_specialize=["H", "W", "Hv", "n_row_blocks"])
-    def ssim_columns_backward(
-        rows_ptr,
-        win_ptr,
-        x_ptr,
-        alpha_ptr,
-        bg_ptr,
-        y_ptr,
-        grad_out_ptr,
-        grad_ptr,
-        grad_alpha_ptr,
-        ssim_scale,
-        l1_scale,
-        H,
-        W,
-        Hv,
-        rows_stride,
-        n_row_blocks,
-        sxn,
-        sxc,
-        sxh,
-        sxw,
-        san,
-        sah,
-        saw,
-        syn,
-        syc,
-        syh,
-        syw,
-        sgn,
-        sgc,
-        sgh,
-        sgw,
-        sga_n,
-        sga_h,
-        sga_w,
-        C: tl.constexpr,
-        COMPOSITE: tl.constexpr,
-        Y_U8: tl.constexpr,
-        WITH_L1: tl.constexpr,
-        WIN: tl.constexpr,
-        BLOCK_R: tl.constexpr,
-        BLOCK_C: tl.constexpr,
-    ):
+    def ssim_columns_backward(rows_ptr, win_ptr, x_ptr, alpha_ptr, bg_ptr, y_ptr, grad_out_ptr, grad_ptr,
+                              grad_alpha_ptr, ssim_scale, l1_scale, H, W, Hv, rows_stride, n_row_blocks,
+                              sxn, sxc, sxh, sxw, san, sah, saw, syn, syc, syh, syw, sgn, sgc, sgh, sgw,
+                              sga_n, sga_h, sga_w, C: tl.constexpr, COMPOSITE: tl.constexpr, Y_U8: tl.constexpr,
+                              WITH_L1: tl.constexpr, WIN: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    # fmt: on
         pid = tl.program_id(0).to(tl.int64)  # over N images x blocks of BLOCK_R gradient rows; all C channels
         n = pid // n_row_blocks
         q = ((pid % n_row_blocks) * BLOCK_R + tl.arange(0, BLOCK_R))[:, None]

@@ -2,7 +2,8 @@
 
 Entry point: :func:`image_metrics`, behind ``SplatPlusModel.get_image_metrics_and_images``. Renders
 larger than training's pixel budget are scored on the host, so that the device never holds more
-full-resolution images than training needs (same formulas, same numbers). LPIPS is ``None``,
+full-resolution images than training needs (same formulas, same numbers); LPIPS runs on the host
+where its activations would take the device above the training peak (:func:`lpips_device`). LPIPS is ``None``,
 never 0, when its weights are unavailable. With ``--pipeline.model.color-corrected-metrics True``
 ``cc_psnr`` / ``cc_ssim`` / ``cc_lpips`` are added, as splatfacto does (nerfstudio's ``color_correct``).
 """
@@ -19,6 +20,39 @@ def psnr_on_device(pred: Tensor, gt: Tensor) -> Tensor:
     """PSNR of images in [0, 1] as a device tensor (torchmetrics' formula without its host sync)."""
     mse = torch.mean((pred - gt) ** 2)
     return -10.0 * torch.log10(mse)
+
+
+LPIPS_BYTES_PER_PIXEL = 400
+"""Device memory that LPIPS (AlexNet on both images: their features, normalised copies and
+differences, and cuDNN's workspace) is given per pixel of the image, with room to spare. The
+estimate decides where LPIPS runs; ``tests/test_gpu_paths.py`` checks the eval peak on the GPU."""
+
+
+def lpips_device(
+    device: torch.device, height: int, width: int, limit_bytes: Optional[int], allocated_bytes: int
+) -> torch.device:
+    """Where LPIPS of one ``height`` x ``width`` image runs: on ``device`` when its activations fit
+    under ``limit_bytes`` (the training peak) beside the ``allocated_bytes`` already held, else on the
+    host (the same network and numbers to float rounding, slower), so that evaluation never needs
+    more device memory than training. No limit known, or not CUDA: ``device``."""
+    device = torch.device(device)
+    if device.type != "cuda" or not limit_bytes:
+        return device
+    fits = allocated_bytes + LPIPS_BYTES_PER_PIXEL * height * width <= limit_bytes
+    return device if fits else torch.device("cpu")
+
+
+def _lpips_on(model, device: torch.device):
+    """``model.lpips`` on ``device``: the module itself on the model's device, a host copy (made once) on the CPU."""
+    if device.type == torch.device(model.device).type:
+        return model.lpips
+    host = getattr(model, "_lpips_host", None)
+    if host is None:
+        import copy
+
+        host = copy.deepcopy(model.lpips).to(device)
+        model._lpips_host = host
+    return host
 
 
 def image_metrics(
@@ -53,8 +87,11 @@ def image_metrics(
         if model.lpips is not None:
             # nerfstudio's ns-train sets cudnn.benchmark, whose algorithm search for AlexNet at full
             # resolution can take gigabytes of workspace: heuristics instead, as for any one-off input size
+            device = torch.device(model.device)
+            allocated = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+            where = lpips_device(device, H, W, getattr(model, "eval_memory_limit_bytes", None), allocated)
             with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, benchmark=False):
-                lpips = float(model.lpips(gt.to(model.device), pred.to(model.device)))
+                lpips = float(_lpips_on(model, where)(gt.to(where), pred.to(where)))
         return {f"{prefix}psnr": float(psnr.item()), f"{prefix}ssim": float(ssim), f"{prefix}lpips": lpips}
 
     metrics = score(predicted_rgb, "")

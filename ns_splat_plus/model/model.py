@@ -139,7 +139,9 @@ class SplatPlusModel(SplatfactoModel):
         self.psnr = PeakSignalNoiseRatio(data_range=1.0)
         self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)  # evaluation metrics, as splatfacto's
         self.loss_ssim = TrainingSSIM(self.config.ssim_kernel)
-        CONSOLE.log(f"SSIM of the loss: {self.loss_ssim.describe(torch.device(self.kwargs.get('device', 'cpu')))}")
+        device = torch.device(self.kwargs.get("device", "cpu"))
+        if self.loss_ssim.fused_on(device):  # said only where it is not splatfacto's pytorch_msssim
+            CONSOLE.log(f"SSIM of the loss: {self.loss_ssim.describe(device)}")
         self.lpips = upstream.build_lpips()
         self.step = 0
         self.crop_box = None

@@ -19,7 +19,8 @@ that; the schedule is scaled and gsplat built in the parent before the spawn.
 A rank that dies: mp.spawn (ns-train) and torchrun terminate the other processes as soon as one exits
 with an error; srun does with ``--kill-on-bad-exit=1``. A rank that hangs or vanishes without exiting
 (node failure) makes the others' next collective fail after ``--data-parallel.timeout-minutes``
-(the process group timeout; NCCL's watchdog aborts the communicator, TORCH_NCCL_ASYNC_ERROR_HANDLING).
+(the process group timeout; NCCL's watchdog aborts the communicator, TORCH_NCCL_ASYNC_ERROR_HANDLING);
+the ranks still running then name the one that did not answer (:mod:`.roll_call`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from rich.markup import escape
 
 from ns_splat_plus import upstream
 from ns_splat_plus.errors import SplatPlusError
-from ns_splat_plus.parallel import collectives, devices
+from ns_splat_plus.parallel import collectives, devices, roll_call
 from ns_splat_plus.parallel.config import DataParallelConfig
 from ns_splat_plus.parallel.devices import DevicePlan, DeviceResolutionError
 from ns_splat_plus.parallel.schedule import effective_batch, scale_schedule, steps_scaler_of
@@ -225,6 +226,7 @@ def setup_process(config, local_rank: int, world_size: int) -> ProcessContext:
     else:
         device = device_type
     if world_size > 1:
+        roll_call.register_rank()  # its pid and host, named should it stop answering
         # rank-specific randomness (e.g. random backgrounds) the same way under every launcher;
         # initialization and densification draw from their own generators, identical on all ranks
         seed = config.machine.seed + rank

@@ -21,6 +21,7 @@ from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatama
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, RENDER_CACHE, concatenated_cameras
 from ns_splat_plus.parallel import camera_for_step, cameras_for_step, collectives
+from ns_splat_plus.training.images.photo import PhotoDataset
 
 
 def first_undecodable_photo(dataset) -> Optional[Tuple[Path, Exception]]:
@@ -78,7 +79,8 @@ class SplatPlusDataManagerConfig(FullImageDatamanagerConfig):
     the fps sampling strategy is replaced by the seeded permutation."""
 
 
-class SplatPlusDataManager(FullImageDatamanager):
+class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
+    # PhotoDataset: 16-bit grey, palette, 1-bit and CMYK photos read as 8-bit RGB(A) (upstream: low byte, indices)
     config: SplatPlusDataManagerConfig
 
     def next_train(self, step: int) -> Tuple[Cameras, Dict]:
@@ -160,8 +162,9 @@ class SplatPlusDataManager(FullImageDatamanager):
     def next_train_batch(self, step: int) -> Tuple[Cameras, Dict]:
         """This rank's ``cameras_per_step`` (B) cameras for ``step`` (see the option's doc): Cameras of
         shape [B'] and a batch whose tensors are stacked (``image`` [B', H, W, C], uint8 when cached so);
-        B' <= B are the step's cameras of its first camera's size. ``cam_idx``: the B' dataset indices;
-        the Cameras is the step's kept one-camera Cameras concatenated (their render caches serve the batch)."""
+        B' <= B are the step's cameras of its first camera's size (B' = 1: that camera alone, as
+        :meth:`next_train` hands it). ``cam_idx``: the B' dataset indices; the Cameras is the step's kept
+        one-camera Cameras concatenated (their render caches serve the batch)."""
         indices = cameras_for_step(
             step, collectives.get_rank(), collectives.get_world_size(), len(self.train_dataset),
             self.config.train_cameras_sampling_seed, self.config.cameras_per_step,
@@ -172,6 +175,10 @@ class SplatPlusDataManager(FullImageDatamanager):
         self.cached_train  # noqa: B018 (loads the images and the prefetcher first)
         datas = [self._prefetcher.get(i) for i in indices]  # images on the device, copied one step ahead
         self._prefetcher.prefetch(self._upcoming_images(step), count=self.config.cameras_per_step)
+        if len(indices) == 1:
+            # the only camera of its size in this step: one camera as next_train hands it ([H, W, C]
+            # image, [1] Cameras), which the model renders and scores as one, not a batch of one
+            return self._single_camera(indices[0]), datas[0]
         batch: Dict = {}
         for key, value in datas[0].items():
             values = [d[key] for d in datas]

@@ -168,6 +168,34 @@ def preflight(config) -> None:
             raise UserInputError(f"{transforms} is not valid JSON ({exc})") from None
         if not frames:
             raise UserInputError(f"{transforms} lists no frames: the scene has no images")
+        check_frame_poses(transforms, frames)
+
+
+def check_frame_poses(transforms: Path, frames: list) -> None:
+    """Every frame of a transforms.json has a finite 4x4 (or 3x4) ``transform_matrix``: nerfstudio's
+    parsers centre and scale the scene by the mean of all poses, so one NaN pose made every pose and
+    SfM point NaN, and the point cloud was blamed for it. The first bad frame is named by its file_path."""
+    import numpy as np
+
+    bad = []
+    for index, frame in enumerate(frames):
+        name = frame.get("file_path", f"number {index}") if isinstance(frame, dict) else f"number {index}"
+        matrix = frame.get("transform_matrix") if isinstance(frame, dict) else None
+        try:
+            pose = np.asarray(matrix, dtype=float)
+        except (TypeError, ValueError):
+            pose = None
+        if pose is None or pose.shape not in ((4, 4), (3, 4)):
+            bad.append((name, f"no 4x4 transform_matrix (it has {str(matrix)[:60]})"))
+        elif not np.isfinite(pose).all():
+            bad.append((name, f"a transform_matrix with {int((~np.isfinite(pose)).sum())} NaN or infinite entries"))
+    if bad:
+        name, problem = bad[0]
+        more = f" (and {len(bad) - 1} more frame(s))" if len(bad) > 1 else ""
+        raise UserInputError(
+            f"frame {name} in {transforms} has {problem}{more}: one bad pose would turn every pose and point NaN",
+            f"fix that frame's transform_matrix in {transforms} (re-run ns-process-data), or remove the frame",
+        )
 
 
 def downscaled_folders(images_dir: Path) -> List[int]:

@@ -14,7 +14,18 @@ Differences from nerfstudio's loop, and why:
   :data:`STOP_CHECK_EVERY` steps). A second Ctrl-C exits at once without saving;
 * the iteration time and rays per second reach TensorBoard / W&B only on logging steps (the same
   running averages; the console and viewer still see every step): two points per step cost about
-  0.1 ms of host time each with TensorBoard, in a step whose host part is a few ms (:func:`put_step_times`).
+  0.1 ms of host time each with TensorBoard, in a step whose host part is a few ms (:func:`put_step_times`);
+* a training photo that cannot be read while streaming (``--pipeline.datamanager.image-memory stream``:
+  deleted, moved or truncated after start-up; FileNotFoundError / ``OSError: image file is truncated``)
+  ends the run, it is not skipped: the last finished step is saved as a checkpoint (as on SIGTERM; the
+  step that could not read its photo changed nothing yet) and one message names the photo, exit status
+  2 (:func:`_stop_on_unreadable_photo`). Skipping it would train on another set of photos than the
+  user gave, silently; after restoring the photo, ``--load-dir`` resumes where the run stopped. On
+  several ranks the other ranks wait in a collective: no checkpoint is written, the message names the
+  photo and the rank, and the others stop at the collective timeout;
+* on several ranks, a collective that fails (a rank hung, stopped or died: the others wait
+  ``--data-parallel.timeout-minutes``) ends in one message naming the rank that did not answer
+  (:mod:`ns_splat_plus.parallel.roll_call`), not in a gloo / NCCL traceback of rank 0.
 """
 
 from __future__ import annotations
@@ -31,9 +42,10 @@ from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.writer import EventName, TimeWriter
 
 from ns_splat_plus import upstream
-from ns_splat_plus.errors import SplatPlusError
-from ns_splat_plus.parallel import collectives
+from ns_splat_plus.errors import SplatPlusError, UserInputError, exit_on_user_error
+from ns_splat_plus.parallel import collectives, roll_call
 from ns_splat_plus.training import outputs
+from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.step import run_training_step
 from ns_splat_plus.upstream import note_running_time
 
@@ -119,10 +131,14 @@ def train_loop(trainer: Any) -> None:
                 log_step = step_check(step, trainer.config.logging.steps_per_log, run_at_zero=True)
                 with trainer.train_lock:
                     started = time.time()
-                    loss, loss_dict, metrics_dict = run_training_step(trainer, step)
+                    try:
+                        loss, loss_dict, metrics_dict = run_training_step(trainer, step)
+                    except PhotoReadError as err:
+                        _stop_on_unreadable_photo(trainer, step, err)
                     duration = time.time() - started
                 put_step_times(trainer, step, duration, log_step)
-                if log_step and stop.signal_name is None:  # a statvfs: stop with a checkpoint while one fits
+                save_due = step_check(step, trainer.config.steps_per_save)
+                if (log_step or save_due) and stop.signal_name is None:  # a statvfs: stop while a checkpoint fits
                     stop.signal_name = outputs.low_disk_reason(trainer)
                 upstream.update_viewer_state(trainer, step)
                 if log_step:
@@ -138,12 +154,18 @@ def train_loop(trainer: Any) -> None:
                 if trainer.pipeline.datamanager.eval_dataset and eval_due(trainer, step):
                     with trainer.train_lock:
                         trainer.eval_iteration(step)
-                if step_check(step, trainer.config.steps_per_save):
+                if save_due:
                     trainer.save_checkpoint(step)
                 writer.write_out_storage()
                 reason = stop.agreed(step, device)
                 if reason is not None:
                     _stop_on_signal(trainer, step, reason)
+    except RuntimeError as err:
+        if not (collectives.is_distributed() and roll_call.is_collective_failure(err)):
+            raise
+        # a rank stopped answering (hung, stopped, died): name it, not just this rank's timeout
+        timeout = trainer.config.data_parallel.timeout_minutes
+        roll_call.stop_for_unanswered_ranks(err, trainer.step, timeout, trainer.checkpoint_dir)
     finally:
         stop.uninstall()
     upstream.after_train(trainer)
@@ -173,10 +195,37 @@ def put_step_times(trainer: Any, step: int, duration: float, log_step: bool) -> 
 
 
 def _stop_on_signal(trainer: Any, step: int, reason: str) -> None:
-    trainer.save_checkpoint(step)
+    if not step_check(step, trainer.config.steps_per_save):  # else saved a moment ago (the same on every rank)
+        trainer.save_checkpoint(step)
     writer.write_out_storage()
     path = trainer.checkpoint_dir / f"step-{step:09d}.ckpt"
-    raise TrainingInterrupted(
-        f"training stopped by {reason} after step {step}; checkpoint saved: {path}",
-        f"resume with: ns-train {trainer.config.method_name} --load-dir {trainer.checkpoint_dir} [the same options]",
+    resume = (
+        f"resume with: ns-train {trainer.config.method_name} --load-dir {trainer.checkpoint_dir} [the same options]"
     )
+    if "disk full" in reason:  # outputs.low_disk_reason
+        resume = f"free disk space on that disk (or move the run to another disk), then {resume}"
+    raise TrainingInterrupted(f"training stopped by {reason} after step {step}; checkpoint saved: {path}", resume)
+
+
+def _stop_on_unreadable_photo(trainer: Any, step: int, err: PhotoReadError) -> None:
+    """End the run at ``step``, whose photo could not be read (streaming): the checkpoint of step - 1
+    (the failed step read its camera's photo before changing anything), then one message naming the
+    photo (exit status 2). Nothing is saved when no step of this run finished, or on several ranks."""
+    again = f"resume with: ns-train {trainer.config.method_name} --load-dir {trainer.checkpoint_dir} [the same options]"
+    if collectives.is_distributed():
+        saved = (
+            f"on rank {collectives.get_rank()}: no checkpoint was written (the other ranks wait for this one); "
+            f"the last periodic one is in {trainer.checkpoint_dir}"
+        )
+    elif step > upstream.start_step(trainer):
+        trainer.save_checkpoint(step - 1)
+        writer.write_out_storage()
+        saved = f"checkpoint saved: {trainer.checkpoint_dir / f'step-{step - 1:09d}.ckpt'}"
+    else:
+        saved, again = "no step of this run had finished, so it wrote no checkpoint", "run the same command again"
+    with exit_on_user_error(rank=0):  # printed by the rank that could not read it
+        raise UserInputError(
+            f"training stopped at step {step}: photo {err.path} cannot be read ({err.cause}); it was deleted, "
+            f"moved or damaged after training started; {saved}",
+            f"restore the photo (or remove it from the dataset and start a new run), then {again}",
+        )

@@ -59,16 +59,19 @@ def check_writable(path: Path, option: str, is_file: bool = False) -> None:
     path = Path(path)
     folder = _existing_ancestor(path.parent if is_file else path)
     if not folder.is_dir():
-        raise UserInputError(f"{option} {path}: {folder} is a file, not a folder", f"pass another {option}")
-    free = free_bytes(folder)
-    if free < PROBE_BYTES + _extra_free():
-        raise DiskFullError(
-            f"disk full: {option} {path} is on a disk with {free / 2**20:.1f} MiB free",
-            f"free disk space, or pass an {option} on another disk",
-        )
+        where = f"{option} {path}" + (f": {folder}" if folder != path else "")
+        raise UserInputError(f"{where} is a file, not a folder", f"pass another {option}")
     probe = folder / f".splat-plus-write-probe-{uuid.uuid4().hex}"
     try:
+        # created before the free space is read: a read-only file system (which may report 0 bytes
+        # free, as sysfs and squashfs do) or a missing permission is named as such, not as a full disk
         with open(probe, "wb") as f:
+            free = free_bytes(folder)
+            if free < PROBE_BYTES + _extra_free():
+                raise DiskFullError(
+                    f"disk full: {option} {path} is on a disk with {free / 2**20:.1f} MiB free",
+                    f"free disk space, or pass an {option} on another disk",
+                )
             f.write(b"\0" * PROBE_BYTES)
             f.flush()
             os.fsync(f.fileno())

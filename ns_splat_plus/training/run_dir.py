@@ -55,13 +55,20 @@ def loaded_from_config_file(argv) -> bool:
     return any(arg.split("=", 1)[0] in ("--load-config", "--load_config") for arg in argv[1:])
 
 
-def discard_if_unused(run_dir: Path) -> None:
-    """Remove ``run_dir`` if training never wrote into it (a start-up error), leaving nothing behind."""
+SETUP_FILES = ("events.out.tfevents.", "densification.jsonl", "dataparser_transforms.json")
+"""Name prefixes of what the trainer's set-up writes before the first step (TensorBoard's event file, the
+densification records' start line, the dataparser transform): with ``also=SETUP_FILES``, a run stopped
+before its first step counts as unused."""
+
+
+def discard_if_unused(run_dir: Path, also: tuple = ()) -> None:
+    """Remove ``run_dir`` if training never wrote into it (a start-up error), leaving nothing behind;
+    ``also``: name prefixes that count as unused too (:data:`SETUP_FILES`, where no step ran)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return
     entries = list(run_dir.iterdir())
-    if all(e.is_file() and e.name in OWN_FILES for e in entries):
+    if all(e.is_file() and (e.name in OWN_FILES or e.name.startswith(tuple(also))) for e in entries):
         for entry in entries:
             entry.unlink()
         run_dir.rmdir()

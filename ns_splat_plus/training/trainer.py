@@ -34,6 +34,7 @@ from ns_splat_plus.training import (
     uncaught,
     warmup,
 )
+from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.loop import train_loop
 from ns_splat_plus.training.optimizers import CheckedOptimizers
 from ns_splat_plus.training.step import optimize
@@ -61,6 +62,14 @@ class SplatPlusTrainerConfig(TrainerConfig):
     None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
     print_config: bool = False
     """Print the whole configuration at start-up (it is always saved as config.yml in the run directory)."""
+
+    def is_viewer_enabled(self) -> bool:
+        # nerfstudio's Trainer.setup starts a viewer on local rank 0 of every node: one run, one viewer,
+        # on global rank 0 (ns-viewer and single-process runs are rank 0)
+        return super().is_viewer_enabled() and collectives.get_rank() == 0
+
+    def is_viewer_legacy_enabled(self) -> bool:
+        return super().is_viewer_legacy_enabled() and collectives.get_rank() == 0
 
     def set_timestamp(self) -> None:
         global _TRAINING_PROCESS
@@ -171,8 +180,9 @@ class SplatPlusTrainer(Trainer):
         # from the process group (nerfstudio never calls torch.cuda.set_device)
         global _TRAINING_PROCESS
         _TRAINING_PROCESS = True  # also in spawned ranks, which never call set_timestamp
-        process = setup_process(config, local_rank, world_size)
-        super().__init__(config, local_rank=process.local_rank, world_size=process.world_size)
+        with uncaught.interrupted_before_training(config.get_base_dir(), "while starting"):
+            process = setup_process(config, local_rank, world_size)
+            super().__init__(config, local_rank=process.local_rank, world_size=process.world_size)
         self.rank = process.rank
         self.device = process.device  # cuda:<GPU of this rank>, which is 0 when srun binds one GPU per task
         self.written_checkpoints: List[Path] = []
@@ -192,8 +202,11 @@ class SplatPlusTrainer(Trainer):
                 if datamanager.eval_dataset is not None and len(datamanager.eval_dataset) > 0:
                     datamanager.cached_eval  # noqa: B018 (loaded at the first evaluation anyway)
             except UserInputError:
-                run_dir.discard_if_unused(self.base_dir)  # a start-up error leaves no empty run directory
+                # a start-up error leaves no empty run directory
+                run_dir.discard_if_unused(self.base_dir, also=run_dir.SETUP_FILES)
                 raise
+            except KeyboardInterrupt:  # nerfstudio's launch would print a traceback and exit 0
+                raise uncaught.StartupInterrupted.before_training(self.base_dir, "during set-up") from None
         self.pipeline.model.metrics_every = self.config.logging.steps_per_log  # training PSNR on log steps only
         # several ranks: initial checksums compared and logged, replica checks, final bitwise check
         self.rank_monitor = RankMonitor(self, self.config.data_parallel)
@@ -202,8 +215,10 @@ class SplatPlusTrainer(Trainer):
         # the viewer is a layer above training: its config (SplatPlusViewerConfig, set by method.py) builds
         # the panel and sets self.quit_on_train_completion
         self.health_panel = self.config.viewer.attach_to_trainer(self)
-        if plain_progress and self.viewer_state is not None:
-            console.print_viewer_address(self.viewer_state.viewer_info)
+        if self.viewer_state is not None:
+            upstream.correct_viewer_port(self.viewer_state)  # a taken port: viser moved on, the banner did not
+            if plain_progress:
+                console.print_viewer_address(self.viewer_state.viewer_info)
         strategy.attach_to_trainer(self)  # densification.jsonl in the run directory, panel callbacks
         if self.config.pipeline.model.instrumentation and self.grad_scaler.is_enabled() and self.rank == 0:
             CONSOLE.print(GRAD_SCALER_NOTE)
@@ -217,12 +232,13 @@ class SplatPlusTrainer(Trainer):
         # nerfstudio calls this after the last step unless quit_on_train_completion is True; ours
         # defaults to None (auto, resolved in viewer/) so that batch jobs end instead of idling forever.
         self.health_panel.update(self.step, self.pipeline.model.num_points, state="completed", force=True)
+        if self.viewer_state is None:  # a rank without the viewer (every rank but global rank 0)
+            return
         if self.quit_on_train_completion:
-            if self.viewer_state is not None:
-                # renders still running when the interpreter exits can abort the finished process
-                upstream.stop_viewer_renders(self.viewer_state)
-                if hasattr(self.viewer_state.viser_server, "stop"):
-                    self.viewer_state.viser_server.stop()
+            # renders still running when the interpreter exits can abort the finished process
+            upstream.stop_viewer_renders(self.viewer_state)
+            if hasattr(self.viewer_state.viser_server, "stop"):
+                self.viewer_state.viser_server.stop()
             return
         try:
             super()._train_complete_viewer()  # serves the viewer until Ctrl-C, as the run says
@@ -243,11 +259,23 @@ class SplatPlusTrainer(Trainer):
         return optimize(self, step)
 
     def train(self) -> None:
-        startup.report_startup(self)  # process start to here: parsing, images, model, writers
-        if collectives.is_main_process():  # a disk without room for one checkpoint: before any step
-            with exit_on_user_error():
-                outputs.check_room_for_checkpoint(self.checkpoint_dir, outputs.checkpoint_bytes_estimate(self))
-        warmup.run_warmup(self)  # state-neutral: also when resuming
+        with uncaught.interrupted_before_training(self.base_dir, "during warmup", self.rank):  # no loop handler yet
+            startup.report_startup(self)  # process start to here: parsing, images, model, writers
+            if collectives.is_main_process():  # a disk without room for one checkpoint: before any step
+                with exit_on_user_error():
+                    try:
+                        outputs.check_room_for_checkpoint(self.checkpoint_dir, outputs.checkpoint_bytes_estimate(self))
+                    except outputs.DiskFullError:
+                        run_dir.discard_if_unused(self.base_dir, also=run_dir.SETUP_FILES)  # nothing trained
+                        raise
+            try:
+                warmup.run_warmup(self)  # state-neutral: also when resuming
+            except PhotoReadError as err:  # streaming decodes a photo for the first time here
+                with exit_on_user_error(rank=0):  # printed by the rank that could not read it
+                    raise UserInputError(
+                        f"{err.message}, found by warmup before the first training step (nothing to save)",
+                        "restore the photo, or remove it from the dataset",
+                    ) from None
         train_loop(self)
         self.optimizers.resolve_pending()  # the last steps' finiteness checks (read in batches on the GPU)
 

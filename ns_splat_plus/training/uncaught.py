@@ -7,10 +7,16 @@ Python traceback. They import our method entry points (``ns_splat_plus.method``)
 the command line, so :func:`install` (called there) puts :func:`handle` in ``sys.excepthook``:
 
 * a full disk (ENOSPC) anywhere: "disk full", naming the file;
-* a file that cannot be written (read-only file system, permission denied): naming the path;
-* ``--load-config`` that is missing, not YAML, truncated, or not a trainer config: naming the file;
+* a file that cannot be written (read-only file system, permission denied): naming the path, and the
+  output option (``--output-dir``, ``--output-path``) it belongs to;
+* ``--load-config`` that is missing, not YAML, truncated, not a trainer config, or of a method that is
+  not installed: naming the file;
 * Ctrl-C (SIGINT) outside the training loop (which saves a checkpoint itself): one line, and the
-  run directory of this process removed if training never wrote into it.
+  run directory of this process removed if training never wrote into it. From the trainer's
+  construction to its first step, nerfstudio's launch catches ``KeyboardInterrupt`` itself (a traceback
+  and exit status 0): :func:`interrupted_before_training` turns it into the same line, exit status 130.
+  Before nerfstudio has imported splat-plus (the first seconds of ``ns-train``: torch, rich), no code
+  of splat-plus runs yet: Python's own traceback remains there.
 
 Every other exception keeps Python's traceback: it is a bug to report, not a user's mistake.
 Only uncaught exceptions reach the hook, so nothing changes for code that handles its own errors.
@@ -18,15 +24,50 @@ Only uncaught exceptions reach the hook, so nothing changes for code that handle
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
+
+from ns_splat_plus.errors import SplatPlusError, exit_on_user_error
 
 INTERRUPTED_STATUS = 130
 """What a shell reports for a process ended by SIGINT."""
+
+
+class StartupInterrupted(SplatPlusError):
+    """Ctrl-C (SIGINT) during the trainer's set-up or before its first step, which nerfstudio's launch
+    catches itself (printing a traceback and exiting 0): one line, exit status 130, no run directory left."""
+
+    exit_status = INTERRUPTED_STATUS
+
+    @classmethod
+    def before_training(cls, run_dir: Path, when: str) -> "StartupInterrupted":
+        """The error for a stop ``when`` ("during set-up"...), after removing ``run_dir`` if no step wrote in it."""
+        from ns_splat_plus.parallel import collectives
+        from ns_splat_plus.training import run_dir as run_dirs
+
+        if collectives.is_main_process():  # the ranks share rank 0's run directory
+            run_dirs.discard_if_unused(run_dir, also=run_dirs.SETUP_FILES)
+        kept = f"; {run_dir} is kept (it holds other files)" if Path(run_dir).exists() else ""
+        return cls(
+            f"ns-train: stopped by Ctrl-C (SIGINT) {when}, before the first training step: nothing to save{kept}"
+        )
+
+
+@contextlib.contextmanager
+def interrupted_before_training(run_dir: Path, when: str, rank: int = 0) -> Iterator[None]:
+    """Ctrl-C within the block (the trainer's construction, set-up, warmup): one line (rank 0), exit
+    status 130, the run directory removed if no step wrote into it (:class:`StartupInterrupted`)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        with exit_on_user_error(rank):
+            raise StartupInterrupted.before_training(run_dir, when) from None
+
 
 _NERFSTUDIO_ENTRY_DIRS = ("nerfstudio/scripts/", "nerfstudio/utils/eval_utils.py")
 
@@ -38,14 +79,36 @@ def add_cleanup(cleanup: Callable[[], None]) -> None:
     _cleanups.append(cleanup)
 
 
-def load_config_argument(argv: List[str]) -> Optional[str]:
-    """The value of ``--load-config`` (or ``--load_config``) on the command line, if any."""
+def option_value(argv: List[str], option: str) -> Optional[str]:
+    """The value of ``option`` (``--load-config``; also written ``--load_config``) on the command line, if any."""
     for i, arg in enumerate(argv):
-        for name in ("--load-config", "--load_config"):
+        for name in (option, option.replace("-", "_").replace("__", "--", 1)):
             if arg == name and i + 1 < len(argv):
                 return argv[i + 1]
             if arg.startswith(name + "="):
                 return arg.split("=", 1)[1]
+    return None
+
+
+def load_config_argument(argv: List[str]) -> Optional[str]:
+    """The value of ``--load-config`` (or ``--load_config``) on the command line, if any."""
+    return option_value(argv, "--load-config")
+
+
+OUTPUT_OPTIONS = ("--output-dir", "--output-path", "--render-output-path")
+"""Options of ns-train, ns-eval and ns-export that name where they write."""
+
+
+def output_option_of(filename: str, argv: List[str]) -> Optional[Tuple[str, str]]:
+    """(option, value) of the output option on the command line that ``filename`` is, is inside, or is
+    a folder on the way to (``mkdir(parents=True)`` fails at the first folder it cannot make)."""
+    for option in OUTPUT_OPTIONS:
+        value = option_value(argv, option)
+        if value is None:
+            continue
+        file, output = Path(filename).absolute(), Path(value).absolute()
+        if file == output or output in file.parents or file in output.parents:
+            return option, value
     return None
 
 
@@ -68,6 +131,14 @@ def describe(exc: BaseException, argv: List[str]) -> Optional[Tuple[str, int]]:
             1,
         )
     if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and exc.filename:
+        output = output_option_of(str(exc.filename), argv)
+        if output is not None:  # e.g. ns-export's mkdir of --output-dir, before anything else runs
+            option, value = output
+            return (
+                f"{option} {value} cannot be written: {exc.strerror} ({exc.filename})\n"
+                f"  What to do: pass an {option} on a disk this user can write",
+                2,
+            )
         return (
             f"cannot write {exc.filename}: {exc.strerror}\n"
             "  What to do: pass a path on a disk this user can write (--output-dir / --output-path)",
@@ -86,6 +157,13 @@ def describe(exc: BaseException, argv: List[str]) -> Optional[Tuple[str, int]]:
     if isinstance(exc, (yaml.YAMLError, UnicodeDecodeError)):
         problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return f"--load-config {config} cannot be read as a config.yml (truncated or edited? {problem}){what_to_do}", 2
+    if isinstance(exc, KeyError) and exc.args and isinstance(exc.args[0], str):
+        # eval_setup looks the saved method_name up among the installed methods
+        return (
+            f"--load-config {config} is the config.yml of a run of the method {exc.args[0]!r}, which is not "
+            f"installed here{what_to_do} (or install the plugin that provides {exc.args[0]!r})",
+            2,
+        )
     if isinstance(exc, (AssertionError, AttributeError, TypeError)):
         problem = f"{type(exc).__name__}: {exc}" if str(exc) else "it holds no trainer configuration"
         return f"--load-config {config} is not the config.yml of a training run ({problem}){what_to_do}", 2

@@ -33,6 +33,7 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
                                                    :func:`apply_bilateral_grid`
   ``InputDataset._dataparser_outputs``             :func:`dataparser_outputs`
   ``Viewer.render_statemachines``                  :func:`stop_viewer_renders` (render threads stopped at the end)
+  ``ViewerState.viewer_info``, ``LocalWriter.past_mssgs``  :func:`correct_viewer_port` (the port viser serves on)
   ``writer.GLOBAL_BUFFER``                         :func:`note_running_time` (averages without a scalar)
   ``writer.EVENT_STORAGE``                         :func:`writer_event_count`, :func:`drop_writer_events` (warmup)
   ``ExportGaussianSplat.write_ply``                :func:`announce_gaussian_splat_export` (ns-export says what it wrote)
@@ -52,6 +53,7 @@ torch 2.6-2.15: 2.11 on the GPU machine, 2.14 on the CPU one (:mod:`.torch_priva
   ``Module._parameters`` / ``_buffers``            :func:`module_slots`, :func:`set_module_slots` (warmup snapshot)
   ``GradScaler.__dict__``                          :func:`grad_scaler_state`, :func:`load_grad_scaler_state`
   ``torch.load(weights_only=True)``                :func:`weights_only_safe` (nerfstudio #3683)
+  ``distributed_c10d._get_default_store``         :func:`default_store` (the roll call after a failed collective)
 Triton 3.2-3.9: 3.6 with torch 2.11, 3.8 with torch 2.14 (:mod:`.gsplat_private`)
   ``CompiledKernel[grid](*args)``                  :func:`launch_compiled_triton` (no ``JITFunction.run``)
                                                    [probed; a TypeError at a launch: ``JITFunction.run``]

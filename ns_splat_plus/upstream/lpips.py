@@ -79,7 +79,8 @@ def build_lpips() -> Optional[torch.nn.Module]:
                 CONSOLE.print(
                     f"[yellow]LPIPS unavailable: AlexNet weights not found at {path} and not downloaded "
                     f"({failure}). LPIPS is reported as null; copy the file there (or set TORCH_HOME) "
-                    "to enable it.[/yellow]"
+                    "to enable it.[/yellow]",
+                    soft_wrap=True,  # one line in logs, however long the path
                 )
                 _LPIPS_WARNED = True
             return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional, Tuple
+
 import torch
 
 
@@ -55,6 +57,38 @@ def stop_viewer_renders(viewer_state, timeout_s: float = 5.0) -> int:
             machine.join(timeout_s)
             alive += int(machine.is_alive())
     return alive
+
+
+def correct_viewer_port(viewer_state) -> Optional[Tuple[int, int]]:
+    """Make the viewer's banner name the port viser actually serves on; returns (asked, used) when they differ.
+
+    nerfstudio 1.1.5's ``ViewerState`` writes the port it asked viser for into ``viewer_info`` (the
+    banner); viser 0.2 moves to the next free port when that one is taken, so the banner named another
+    program's port. ``viewer_info`` is rewritten in place (nerfstudio's trainer hands that list to its
+    ``LocalWriter``, which copies it into ``past_mssgs``, its redrawn lines: rewritten there too)."""
+    import re
+
+    from nerfstudio.utils import writer as ns_writer
+
+    server = getattr(viewer_state, "viser_server", None)
+    info = getattr(viewer_state, "viewer_info", None)
+    if server is None or not hasattr(server, "get_port") or not info:
+        return None
+    used = int(server.get_port())
+    address = re.compile(r"(https?://[^\s/:]+):(\d+)")
+    asked = [int(m.group(2)) for message in info for m in address.finditer(message)]
+    if not asked or all(port == used for port in asked):
+        return None
+    fixed = {
+        message: address.sub(lambda m: f"{m.group(1)}:{used}", message) + f"; port {asked[0]} was taken"
+        for message in info
+    }
+    info[:] = [fixed[message] for message in info]
+    for event_writer in ns_writer.EVENT_WRITERS:
+        lines = getattr(event_writer, "past_mssgs", None)
+        if isinstance(lines, list):
+            lines[:] = [fixed.get(line, line) for line in lines]
+    return asked[0], used
 
 
 def note_running_time(name, duration: float, step: int, update_eta: bool = False) -> None:

@@ -118,6 +118,14 @@ def metric_state_names(module: Any) -> Optional[List[str]]:
     return list(module._defaults) + ["_update_count", "_computed"]
 
 
+def default_store():
+    """The default process group's key-value store (``distributed_c10d._get_default_store``, torch
+    2.6-2.15): the roll call after a failed collective (:mod:`ns_splat_plus.parallel.roll_call`)."""
+    from torch.distributed import distributed_c10d
+
+    return distributed_c10d._get_default_store()
+
+
 def weights_only_safe(obj: Any) -> Any:
     """A copy of a checkpoint structure with numpy scalars/arrays replaced by Python numbers/tensors."""
     if isinstance(obj, dict):

@@ -2,19 +2,33 @@
 
 Entry points: :func:`decode_image` (decode, then ``_undistort_image`` as nerfstudio's
 ``_load_images`` does, without touching the dataset's cameras), :func:`image_decoder` (the
-``decode(idx)`` the stores call), :func:`undistorted_intrinsics` and
+``decode(idx)`` the stores call), :func:`naming_the_photo` (streaming: a photo that cannot be read
+during training becomes one :class:`PhotoReadError` naming it), :func:`undistorted_intrinsics` and
 :func:`undistort_cameras_without_decoding` (the cameras after undistortion, from the camera alone,
 so that streaming knows them before decoding any image).
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from pathlib import Path
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 import torch
 
 from ns_splat_plus import upstream
+from ns_splat_plus.errors import UserInputError
+
+
+class PhotoReadError(UserInputError):
+    """A training photo that could not be read while streaming (``--pipeline.datamanager.image-memory
+    stream``): deleted, moved, truncated or replaced after start-up. The training loop ends the run with
+    a checkpoint of the last finished step and this one message (:func:`ns_splat_plus.training.loop.train_loop`)."""
+
+    def __init__(self, path: Path, cause: BaseException) -> None:
+        self.path = Path(path)
+        self.cause = f"{type(cause).__name__}: {cause}".strip()
+        super().__init__(f"photo {self.path} cannot be read ({self.cause})")
 
 
 def is_distorted(camera) -> bool:
@@ -55,6 +69,23 @@ def image_decoder(dataset, originals, image_type: str):
         return data
 
     return decode
+
+
+def naming_the_photo(
+    decode: Callable[[int], Dict[str, torch.Tensor]], dataset
+) -> Callable[[int], Dict[str, torch.Tensor]]:
+    """``decode`` whose failures (FileNotFoundError for a deleted photo, ``OSError: image file is
+    truncated``, a photo replaced by one of another size...) are one :class:`PhotoReadError` naming the
+    photo: streaming decodes in worker threads during training, where the error would otherwise reach
+    the user as a traceback without the file name."""
+
+    def decode_named(idx: int) -> Dict[str, torch.Tensor]:
+        try:
+            return decode(idx)
+        except Exception as exc:  # noqa: BLE001 (PIL raises OSError, SyntaxError, zlib.error, ValueError...)
+            raise PhotoReadError(dataset.image_filenames[idx], exc) from None
+
+    return decode_named
 
 
 def undistorted_intrinsics(camera) -> Tuple[np.ndarray, int, int]:

@@ -58,7 +58,8 @@ def load_train_images(datamanager):
         )
     else:
         image_decode.undistort_cameras_without_decoding(dataset.cameras, originals)
-        store = StreamingImageStore(decode, len(dataset), plan.workers, plan.buffered, pin=cuda)
+        named = image_decode.naming_the_photo(decode, dataset)  # a photo gone or damaged later: named
+        store = StreamingImageStore(named, len(dataset), plan.workers, plan.buffered, pin=cuda)
     datamanager._image_plan = plan
     datamanager._prefetcher = DevicePrefetcher(store, datamanager.device)
     datamanager.train_cameras = dataset.cameras.to(datamanager.device)
