@@ -7,6 +7,7 @@ densification settings) on splat-plus's model, pipeline and trainer.
 
 from __future__ import annotations
 
+from nerfstudio.configs.base_config import LoggingConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
@@ -61,6 +62,8 @@ def splat_plus_trainer_config(method_name: str = "splat-plus", strategy: str = "
         steps_per_eval_all_images=1000,
         max_num_iterations=30000,
         mixed_precision=False,
+        # nerfstudio's "basic" profiler prints its timings table after every run; --logging.profiler basic brings it back
+        logging=LoggingConfig(profiler="none"),
         pipeline=SplatPlusPipelineConfig(
             datamanager=SplatPlusDataManagerConfig(
                 dataparser=NerfstudioDataParserConfig(load_3D_points=True),

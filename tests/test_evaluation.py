@@ -209,14 +209,13 @@ def test_gpu_eval_peak_does_not_exceed_train_peak(tmp_path, monkeypatch):
     assert tracker.eval_peak_bytes <= tracker.train_peak_bytes, tracker.as_dict()
 
 
-def test_lpips_runs_on_the_host_where_it_would_take_the_device_above_the_training_peak():
-    from ns_splat_plus.model.metrics import LPIPS_BYTES_PER_PIXEL, lpips_device
+def test_metrics_run_on_the_host_where_they_would_take_the_device_above_the_training_peak():
+    from ns_splat_plus.model.metrics import LPIPS_BYTES_PER_PIXEL, SSIM_BYTES_PER_PIXEL, fits_on_device
 
-    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
-    held = 10**6
-    need = LPIPS_BYTES_PER_PIXEL * 100 * 200
-    assert lpips_device(cuda, 100, 200, limit_bytes=held + need, allocated_bytes=held) == cuda
-    assert lpips_device(cuda, 100, 200, limit_bytes=held + need - 1, allocated_bytes=held) == cpu
-    assert lpips_device(cuda, 200, 200, limit_bytes=held + need, allocated_bytes=held) == cpu  # a larger image
-    assert lpips_device(cuda, 100, 200, limit_bytes=None, allocated_bytes=10**12) == cuda  # no training peak known
-    assert lpips_device(cpu, 100, 200, limit_bytes=1, allocated_bytes=10**12) == cpu
+    cuda, held = torch.device("cuda", 0), 10**6
+    for per_pixel in (SSIM_BYTES_PER_PIXEL, LPIPS_BYTES_PER_PIXEL):
+        need = per_pixel * 100 * 200
+        assert fits_on_device(cuda, need, limit_bytes=held + need, allocated_bytes=held)
+        assert not fits_on_device(cuda, need, limit_bytes=held + need - 1, allocated_bytes=held)
+    assert fits_on_device(cuda, 10**12, limit_bytes=None, allocated_bytes=10**12)  # no training peak known
+    assert fits_on_device(torch.device("cpu"), 10**12, limit_bytes=1, allocated_bytes=10**12)

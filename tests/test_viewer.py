@@ -3,11 +3,14 @@ rule, and ns-viewer on a finished run.
 
 The browser tests drive Debian's chromium + chromium-driver through selenium; they fail (never skip)
 when those are missing, because CI installs them (``apt-get install chromium chromium-driver``).
-The screenshot lands in test-artifacts/viewer.png under the repository root.
+The screenshot lands in test-artifacts/viewer.png under the repository root. The page records the
+viser messages it sends and receives (:data:`RECORD_VISER_MESSAGES`) and Chromium its requests, so
+that the tests can check what the browser was told and did (its camera, the Step line, the theme).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -15,13 +18,16 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Dict, List, Optional
+from urllib.parse import urlparse
 
+import numpy as np
 import pytest
-from inprocess import console_script  # noqa: E402
+from inprocess import build_trainer, close_writers, console_script, small_scene, trainer_config  # noqa: E402
 
 from ns_splat_plus.viewer import (
     PANEL_TITLE,
@@ -29,6 +35,7 @@ from ns_splat_plus.viewer import (
     format_refine,
     resolve_quit_on_train_completion,
 )
+from ns_splat_plus.viewer.page import TRAINING_COMPLETED_LABEL
 from splatbench.scenes import SceneSpec, make_scene
 
 REPO = Path(__file__).resolve().parents[1]
@@ -293,8 +300,48 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+RECORD_VISER_MESSAGES = """
+(() => {
+  // viser 0.2.7's page talks to the server through a worker (WebsocketServerWorker): record the
+  // messages it hands to it ("send") and gets from it ("message_batch") of the kinds the tests read.
+  const KINDS = new Set([
+    "ViewerCameraMessage", "SetCameraPositionMessage", "SetCameraLookAtMessage", "SetCameraUpDirectionMessage",
+    "ThemeConfigurationMessage", "GuiUpdateMessage",
+    "SetPositionMessage", "SetOrientationMessage",
+  ]);
+  const events = (window.__viserMessages = []);
+  const keep = (m) => m && KINDS.has(m.type) && (!("name" in m) || String(m.name).endsWith("/camera_00000"));
+  const record = (direction, m) => keep(m) && events.push([direction, JSON.parse(JSON.stringify(m))]);
+  const NativeWorker = window.Worker;
+  window.Worker = class extends NativeWorker {
+    constructor(url, options) {
+      super(url, options);
+      this.viser = String(url).includes("WebsocketServerWorker");
+    }
+    postMessage(data, transfer) {
+      if (this.viser && data && data.type === "send") record("sent", data.message);
+      return transfer === undefined ? super.postMessage(data) : super.postMessage(data, transfer);
+    }
+    get onmessage() {
+      return super.onmessage;
+    }
+    set onmessage(handler) {
+      super.onmessage = (event) => {
+        if (this.viser && event.data && event.data.type === "message_batch") {
+          for (const m of event.data.messages) record("received", m);
+        }
+        return handler(event);
+      };
+    }
+  };
+})();
+"""
+"""Run in every page before its own scripts (``Page.addScriptToEvaluateOnNewDocument``)."""
+
+
 def _browser():
-    """Headless Chromium through selenium; a clear failure (not a skip) when something is missing."""
+    """Headless Chromium through selenium; a clear failure (not a skip) when something is missing.
+    Every page records its viser messages (:data:`RECORD_VISER_MESSAGES`); Chromium logs the requests."""
     missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not (os.path.exists(path) or shutil.which(Path(path).name))]
     if missing:
         pytest.fail(
@@ -315,9 +362,31 @@ def _browser():
         "--window-size=1400,1000",
     ):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # Network.requestWillBeSent
     options.binary_location = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
     driver_path = CHROMEDRIVER if os.path.exists(CHROMEDRIVER) else shutil.which("chromedriver")
-    return webdriver.Chrome(service=Service(driver_path), options=options)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_VISER_MESSAGES})
+    return driver
+
+
+def _requested_urls(driver) -> List[str]:
+    """The URLs the browser requested since the last call (Chromium's performance log)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def _page_messages(driver) -> List[list]:
+    """[direction ("sent" / "received"), message] of the page so far, in order (:data:`RECORD_VISER_MESSAGES`)."""
+    return driver.execute_script("return window.__viserMessages || []")
+
+
+def _of_kind(events: List[list], direction: str, kind: str) -> List[dict]:
+    return [message for where, message in events if where == direction and message["type"] == kind]
 
 
 def _wait(condition, timeout: float, what: str, process: Optional[subprocess.Popen] = None, log: Optional[Path] = None):
@@ -448,6 +517,10 @@ def viewer_run(tmp_path_factory, browser):
         process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=env)
     try:
         _wait(lambda: _serves(port), 180, "the viewer to serve its page", process, log)
+        # the page as seen by a user who opens it once the run is set up (a browser that connects while
+        # nerfstudio builds its viewer still gets nerfstudio's theme: ns_splat_plus.viewer.page), after
+        # warmup (a render during warmup can hit the model between warmup's steps and its restore)
+        _wait(lambda: "Warmup: " in _tail(log, 10**7), 240, "the run's set-up and warmup", process, log)
         browser.get(f"http://127.0.0.1:{port}")
         paused = _wait(
             lambda: "(paused)" in (t := _panel_text(browser)) and " steps in " in t and t,
@@ -482,6 +555,10 @@ def viewer_run(tmp_path_factory, browser):
         assert "Connecting" not in page and process.poll() is None, "the page lost the run before the screenshot"
         _click_button(browser, "Resume Training")
         _wait(lambda: "(training)" in _panel_text(browser), 60, "the panel to show the resume", process, log)
+        time.sleep(2.0)  # a few panel pushes while training
+        page_messages = _page_messages(browser)
+        images = [image.get_attribute("src") or "" for image in browser.find_elements(By.TAG_NAME, "img")]
+        requests = _requested_urls(browser)
         browser.get("about:blank")  # disconnect: the rest of training runs without viewer renders
         try:
             returncode = process.wait(timeout=240)
@@ -495,6 +572,9 @@ def viewer_run(tmp_path_factory, browser):
             "out": out,
             "screenshot": screenshot,
             "browser": browser,
+            "page_messages": page_messages,
+            "images": images,
+            "requests": requests,
         }
     finally:
         if process.poll() is None:
@@ -546,6 +626,70 @@ def test_panel_shows_training_health_in_chromium(viewer_run):
     assert viewer_run["screenshot"].stat().st_size > 10_000
 
 
+def test_browser_starts_at_the_first_training_camera(viewer_run):
+    """A newly connected browser is put where a click on training camera 0's frustum puts it, and the page
+    then sends that camera (the view nerfstudio renders), instead of viser's default view of a smear."""
+    import viser.transforms as vtf
+
+    events = viewer_run["page_messages"]
+    frustum_positions = _of_kind(events, "received", "SetPositionMessage")
+    frustum_orientations = _of_kind(events, "received", "SetOrientationMessage")
+    assert frustum_positions and frustum_orientations, "nerfstudio drew no frustum for training camera 0"
+    where = np.array(frustum_positions[0]["position"])  # init_scene's pose of /cameras/camera_00000
+    looking = vtf.SO3(np.array(frustum_orientations[0]["wxyz"])).as_matrix()[:, 2]  # OpenCV: +Z forward
+    cameras = _of_kind(events, "sent", "ViewerCameraMessage")
+    assert cameras, "the page sent no camera"
+    # the page's camera after the last message it sent (the test only resized the window since)
+    position, look_at = np.array(cameras[-1]["position"]), np.array(cameras[-1]["look_at"])
+    direction = (look_at - position) / np.linalg.norm(look_at - position)
+    scale = 1.0 + np.linalg.norm(where)
+    assert np.allclose(position, where, atol=1e-4 * scale), (position.tolist(), where.tolist(), cameras[0])
+    assert np.allclose(direction, looking, atol=1e-4), (direction.tolist(), looking.tolist())
+    assert _of_kind(events, "received", "SetCameraPositionMessage"), "the server never moved the page's camera"
+
+
+def test_nerfstudio_step_line_follows_the_panel(viewer_run):
+    """nerfstudio's own "Step: N" line is at least at the panel's step each time the page gets the panel
+    (nerfstudio sets it only when it renders: it stood at 104 while the panel said 296)."""
+    stats_ids, panel_ids, stats_step = set(), set(), None
+    seen = []  # (panel step, state, nerfstudio's step when the panel arrived)
+    for message in _of_kind(viewer_run["page_messages"], "received", "GuiUpdateMessage"):
+        text = message["updates"].get("markdown")
+        if text is None:
+            continue
+        if m := re.match(r"Step: (\d+)\s+Resolution:", text):  # nerfstudio's make_stats_markdown
+            stats_ids.add(message["id"])
+            stats_step = int(m.group(1))
+        elif m := re.search(r"\*\*Step:\*\* (\d+) of \d+ \((\w+)\)", text):
+            panel_ids.add(message["id"])
+            seen.append((int(m.group(1)), m.group(2), stats_step))
+    assert len(stats_ids) == 1 and len(panel_ids) == 1, (stats_ids, panel_ids)
+    training = [s for s in seen if s[1] == "training" and s[0] > 0]
+    assert len(training) >= 3, seen
+    behind = [s for s in seen if s[2] < s[0]]
+    assert not behind, f"nerfstudio's Step line behind the panel (panel step, state, Step line): {behind[:10]}"
+
+
+def test_titlebar_makes_no_request_for_a_logo(viewer_run):
+    """nerfstudio's theme (buttons, layout, colours) without its logo from docs.nerf.studio: offline that
+    was a broken image; no theme the page got names a remote image, and the page requested none."""
+    events = viewer_run["page_messages"]
+    themes = _of_kind(events, "received", "ThemeConfigurationMessage")
+    assert themes, "the page got no theme"
+    for theme in themes:
+        image = (theme["titlebar_content"] or {}).get("image") or {}
+        urls = [image.get("image_url_light") or "", image.get("image_url_dark") or ""]
+        assert not [url for url in urls if urlparse(url).netloc], image  # http(s)://host/..., //host/...
+    titlebar = themes[-1]["titlebar_content"]
+    assert [b["text"] for b in titlebar["buttons"]] == ["Getting Started", "Github", "Documentation"], titlebar
+    assert themes[-1]["dark_mode"] and themes[-1]["control_layout"] == "collapsible", themes[-1]
+    remote_images = [src for src in viewer_run["images"] if urlparse(src).hostname not in (None, "127.0.0.1")]
+    assert not remote_images, remote_images
+    logo_requests = [url for url in viewer_run["requests"] if "nerf.studio" in (urlparse(url).hostname or "")]
+    assert not logo_requests, logo_requests
+    assert any(urlparse(url).hostname == "127.0.0.1" for url in viewer_run["requests"]), viewer_run["requests"]
+
+
 def test_ns_viewer_opens_the_finished_run(viewer_run, browser):
     """ns-viewer --load-config loads the last checkpoint (eval_setup) and serves the viewer page."""
     config = _run_dir(viewer_run["out"]) / "config.yml"
@@ -589,3 +733,46 @@ def test_ns_viewer_opens_the_finished_run(viewer_run, browser):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def test_pause_buttons_give_way_when_training_completes(tmp_path, browser):
+    """A run that keeps its viewer open after the last step (a terminal run): the Pause / Resume buttons
+    are hidden and disabled and "Training completed" is shown, on the server and on the page. In-process
+    (3 steps, no warmup): the ns-train run of the other tests exits after its last step."""
+    from ns_splat_plus import upstream
+
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=3)
+    config.vis = "viewer"
+    config.warmup_steps = 0
+    config.viewer.websocket_host = "127.0.0.1"
+    config.viewer.websocket_port = _free_port()
+    config.viewer.quit_on_train_completion = False  # as in a terminal: the viewer stays open
+    trainer = build_trainer(config)
+    viewer = trainer.viewer_state
+    server = viewer.viser_server
+    run = threading.Thread(target=trainer.train, name="train", daemon=True)
+    try:
+        browser.get(f"http://127.0.0.1:{server.get_port()}")
+        _wait(lambda: _button(browser, "Pause Training") is not None, 60, "the page with its Pause Training button")
+        run.start()
+        _wait(
+            lambda: _button(browser, TRAINING_COMPLETED_LABEL) is not None or not run.is_alive(),
+            120,
+            f"'{TRAINING_COMPLETED_LABEL}' on the page",
+        )
+        assert run.is_alive(), "training ended instead of keeping the viewer open"
+        _wait(lambda: "(completed)" in _panel_text(browser), 30, "the panel to show the completion")
+        assert _button(browser, "Pause Training") is None and _button(browser, "Resume Training") is None
+        for button in (viewer.pause_train, viewer.resume_train):
+            assert not button.visible and button.disabled, button.label
+        # Ctrl-C, as in the terminal, once nerfstudio serves the finished run (its training_complete ran)
+        _wait(lambda: getattr(viewer, "training_state", None) == "completed", 30, "nerfstudio's open viewer")
+        time.sleep(0.2)
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(run.ident), ctypes.py_object(KeyboardInterrupt))
+        run.join(timeout=60)
+        assert not run.is_alive(), "Ctrl-C did not close the open viewer"
+    finally:
+        browser.get("about:blank")
+        upstream.stop_viewer_renders(viewer)
+        server.stop()
+        close_writers()

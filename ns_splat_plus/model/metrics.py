@@ -2,8 +2,8 @@
 
 Entry point: :func:`image_metrics`, behind ``SplatPlusModel.get_image_metrics_and_images``. Renders
 larger than training's pixel budget are scored on the host, so that the device never holds more
-full-resolution images than training needs (same formulas, same numbers); LPIPS runs on the host
-where its activations would take the device above the training peak (:func:`lpips_device`). LPIPS is ``None``,
+full-resolution images than training needs (same formulas, same numbers), and so are those whose
+SSIM or LPIPS would take the device above the training peak (:func:`fits_on_device`). LPIPS is ``None``,
 never 0, when its weights are unavailable. With ``--pipeline.model.color-corrected-metrics True``
 ``cc_psnr`` / ``cc_ssim`` / ``cc_lpips`` are added, as splatfacto does (nerfstudio's ``color_correct``).
 """
@@ -22,24 +22,27 @@ def psnr_on_device(pred: Tensor, gt: Tensor) -> Tensor:
     return -10.0 * torch.log10(mse)
 
 
+SSIM_BYTES_PER_PIXEL = 256
+"""Device memory that PSNR and pytorch_msssim's SSIM of one image take per pixel (its five Gaussian-
+filtered maps and their products): 233 measured on an H200 at 1500x1000, with room."""
 LPIPS_BYTES_PER_PIXEL = 400
-"""Device memory that LPIPS (AlexNet on both images: their features, normalised copies and
-differences, and cuDNN's workspace) is given per pixel of the image, with room to spare. The
-estimate decides where LPIPS runs; ``tests/test_gpu_paths.py`` checks the eval peak on the GPU."""
+"""The same for LPIPS (AlexNet on both images: their features, normalised copies and differences,
+and cuDNN's workspace), an estimate with room."""
 
 
-def lpips_device(
-    device: torch.device, height: int, width: int, limit_bytes: Optional[int], allocated_bytes: int
-) -> torch.device:
-    """Where LPIPS of one ``height`` x ``width`` image runs: on ``device`` when its activations fit
-    under ``limit_bytes`` (the training peak) beside the ``allocated_bytes`` already held, else on the
-    host (the same network and numbers to float rounding, slower), so that evaluation never needs
-    more device memory than training. No limit known, or not CUDA: ``device``."""
-    device = torch.device(device)
-    if device.type != "cuda" or not limit_bytes:
-        return device
-    fits = allocated_bytes + LPIPS_BYTES_PER_PIXEL * height * width <= limit_bytes
-    return device if fits else torch.device("cpu")
+def fits_on_device(device: torch.device, need_bytes: int, limit_bytes: Optional[int], allocated_bytes: int) -> bool:
+    """Whether ``need_bytes`` more on ``device``, beside the ``allocated_bytes`` already held, stay
+    within ``limit_bytes`` (the training peak). Where a metric does not fit, it runs on the host (the
+    same formula; float rounding aside, the same number), so that evaluation never needs more device
+    memory than training. Always True off CUDA or without a known limit. The estimates above decide;
+    ``tests/test_gpu_paths.py`` checks the eval peak on the GPU."""
+    if torch.device(device).type != "cuda" or not limit_bytes:
+        return True
+    return allocated_bytes + need_bytes <= limit_bytes
+
+
+def _allocated(device: torch.device) -> int:
+    return torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
 
 
 def _lpips_on(model, device: torch.device):
@@ -65,8 +68,12 @@ def image_metrics(
 
     predicted_rgb = outputs["rgb"]
     H, W = predicted_rgb.shape[:2]
+    device = torch.device(model.device)
+    limit = getattr(model, "eval_memory_limit_bytes", None)  # the training peak, set by the evaluation
     budget = model.eval_pixel_budget()
-    on_host = budget > 0 and H * W > budget
+    on_host = (budget > 0 and H * W > budget) or not fits_on_device(
+        device, SSIM_BYTES_PER_PIXEL * H * W, limit, _allocated(device)
+    )
     if on_host:
         image = batch["image"].cpu()
         image = image.float() / 255.0 if image.dtype == torch.uint8 else image.float()
@@ -85,11 +92,10 @@ def image_metrics(
             psnr, ssim = model.psnr(gt, pred), model.ssim(gt, pred)
         lpips = None
         if model.lpips is not None:
+            need = LPIPS_BYTES_PER_PIXEL * H * W
+            where = device if fits_on_device(device, need, limit, _allocated(device)) else torch.device("cpu")
             # nerfstudio's ns-train sets cudnn.benchmark, whose algorithm search for AlexNet at full
             # resolution can take gigabytes of workspace: heuristics instead, as for any one-off input size
-            device = torch.device(model.device)
-            allocated = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
-            where = lpips_device(device, H, W, getattr(model, "eval_memory_limit_bytes", None), allocated)
             with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, benchmark=False):
                 lpips = float(_lpips_on(model, where)(gt.to(where), pred.to(where)))
         return {f"{prefix}psnr": float(psnr.item()), f"{prefix}ssim": float(ssim), f"{prefix}lpips": lpips}

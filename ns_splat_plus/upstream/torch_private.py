@@ -5,6 +5,7 @@ state and update ops, the warmup snapshot's module and grad-scaler state, checkp
 from __future__ import annotations
 
 import inspect
+import logging
 from types import SimpleNamespace
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -139,3 +140,15 @@ def weights_only_safe(obj: Any) -> Any:
     if isinstance(obj, np.generic):
         return obj.item()
     return obj  # tensors, Python numbers, strings, None: loadable as they are
+
+
+class _NoCudaRuntimeNote(logging.Filter):
+    """Drops torch's "No CUDA runtime is found, using CUDA_HOME=..." (``torch.utils.cpp_extension``, torch
+    2.6-2.15), logged when gsplat loads its extension module on a machine without CUDA: the CPU runs use
+    the reference rasterizer, so the line only adds noise to every CPU run's output."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No CUDA runtime is found")
+
+
+logging.getLogger("torch.utils.cpp_extension").addFilter(_NoCudaRuntimeNote())

@@ -1,8 +1,10 @@
 """The viewer's options (:class:`SplatPlusViewerConfig`) and what they decide for a trainer.
 
-:meth:`SplatPlusViewerConfig.attach_to_trainer` builds the health panel (:mod:`.panel`) and applies
-the exit rule; the trainer calls it on its ``config.viewer``, so that training, a layer below the
-viewer (docs/development.md, "Layers"), imports nothing of it. The exit rule,
+:meth:`SplatPlusViewerConfig.attach_to_trainer` changes nerfstudio's page (:mod:`.page`: the theme
+without the remote logo, the first training camera as each new browser's first view), builds the
+health panel (:mod:`.panel`), lets it drive nerfstudio's Step line and Pause / Resume buttons, and
+applies the exit rule; the trainer calls it on its ``config.viewer``, so that training, a layer below
+the viewer (docs/development.md, "Layers"), imports nothing of it. The exit rule,
 :func:`resolve_quit_on_train_completion`: nerfstudio's ``ViewerConfig.quit_on_train_completion`` is
 False, so a batch job with the viewer never ends. Here it defaults to None (auto): batch jobs exit,
 terminal runs keep the viewer open.
@@ -20,6 +22,7 @@ from typing import Any, Mapping, Optional, TextIO, Tuple
 from nerfstudio.configs.base_config import ViewerConfig
 
 from ns_splat_plus import upstream
+from ns_splat_plus.viewer.page import adjust_viewer_page, follow_panel
 from ns_splat_plus.viewer.panel import TrainingHealthPanel, describe_devices
 
 
@@ -35,11 +38,12 @@ class SplatPlusViewerConfig(ViewerConfig):
     """Send the panel to connected browsers at most this often (seconds)."""
 
     def attach_to_trainer(self, trainer: Any) -> TrainingHealthPanel:
-        """Resolve the exit rule and build the panel for a set-up trainer (every rank; only rank 0 has
-        a viewer). Called by the trainer on its ``config.viewer``.
+        """Change nerfstudio's page, resolve the exit rule and build the panel for a set-up trainer
+        (every rank; only rank 0 has a viewer). Called by the trainer on its ``config.viewer``.
 
-        Sets ``trainer.quit_on_train_completion`` and returns the panel (without a server on ranks > 0,
-        without the viewer, or with ``--viewer.health-panel False``: it then only records values).
+        Sets ``trainer.quit_on_train_completion`` and returns the panel (without a server on ranks > 0
+        or without the viewer: it then only records values; with ``--viewer.health-panel False`` it is
+        not shown, but still keeps nerfstudio's Step line current and ends the Pause / Resume buttons).
         """
         from nerfstudio.utils.rich_utils import CONSOLE
 
@@ -50,6 +54,10 @@ class SplatPlusViewerConfig(ViewerConfig):
         server = getattr(viewer_state, "viser_server", None)
         if server is not None and not hasattr(server, "gui"):
             server = None  # the legacy viewer's server has no GUI API
+        if server is not None:
+            # the theme without the remote logo, each new browser at the first training camera (page.py; a
+            # browser that connected while nerfstudio built its viewer keeps its camera)
+            adjust_viewer_page(viewer_state, getattr(trainer.pipeline.datamanager, "train_dataset", None))
         if server is not None and trainer.local_rank == 0:
             if quit_on_completion:
                 CONSOLE.print(f"Viewer: the run exits after its last step ({reason}).")
@@ -58,9 +66,6 @@ class SplatPlusViewerConfig(ViewerConfig):
                     f"Viewer: stays open after the last step ({reason}); Ctrl+C to quit, "
                     "or --viewer.quit-on-train-completion True to exit on completion."
                 )
-        if not self.health_panel:
-            server = None
-
         stats_markdown = getattr(viewer_state, "stats_markdown", None)
         panel = TrainingHealthPanel(
             server,
@@ -69,8 +74,11 @@ class SplatPlusViewerConfig(ViewerConfig):
             interval_s=self.health_panel_interval_s,
             # Right under nerfstudio's "Step / Resolution" lines, above the Control / Render / Export tabs.
             order=None if stats_markdown is None else stats_markdown.order + 0.5,
+            show=self.health_panel,
         )
         if server is not None:
+            follow_panel(viewer_state, panel)  # nerfstudio's Step line and, at the end, its Pause / Resume buttons
+
             # the page's Pause / Resume buttons (nerfstudio's handlers run first and set training_state)
             def show_training_state(_event: Any) -> None:
                 panel.update(panel.step or 0, state=trainer.training_state, force=True)

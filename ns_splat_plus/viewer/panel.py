@@ -5,7 +5,9 @@
   ranks / GPUs in use. Producers push plain dicts into it (``on_refine``, ``on_gradient_summary``,
   ``on_warmup``) and the trainer calls ``update(step, num_gaussians)`` every step. Nothing is sent
   to the browser unless one is connected, and then at most every ``interval_s`` seconds, so a run
-  nobody watches pays one clock read per step.
+  nobody watches pays one clock read per step. Listeners follow it: ``push_listeners`` run with each
+  push (:mod:`.page` keeps nerfstudio's "Step" line current with them), ``state_listeners`` when the
+  state changes (to "completed" at the end of training).
 
 A set-up trainer gets its panel from its viewer config
 (:meth:`ns_splat_plus.viewer.config.SplatPlusViewerConfig.attach_to_trainer`).
@@ -17,7 +19,7 @@ import math
 import os
 import threading
 import time
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 PANEL_TITLE = "Training health"
 
@@ -143,7 +145,8 @@ class TrainingHealthPanel:
     """A "Training health" folder in a viser server, fed by the trainer and densification hooks.
 
     ``server`` may be None (no viewer): every method then only records the latest values, so
-    producers never need to check whether a viewer exists.
+    producers never need to check whether a viewer exists. ``show=False`` (``--viewer.health-panel
+    False``): no folder on the page, but pushes still happen (for the ``push_listeners``).
     """
 
     def __init__(
@@ -154,6 +157,7 @@ class TrainingHealthPanel:
         max_steps: Optional[int] = None,
         interval_s: float = 0.5,
         order: Optional[float] = None,
+        show: bool = True,
     ) -> None:
         self.server = server
         self.devices = devices
@@ -168,13 +172,16 @@ class TrainingHealthPanel:
         self.warmup: Optional[Dict[str, Any]] = None
         self.warmup_pending = "not run"  # shown until on_warmup
         self.pushes = 0  # how many times the panel was sent to browsers (tests read it)
+        self.push_listeners: List[Callable[["TrainingHealthPanel"], None]] = []  # run with each push, under its lock
+        self.state_listeners: List[Callable[[str], None]] = []  # run when the state changes, with the new state
         self._next_push = 0.0
         self._lock = threading.Lock()
         self._markdown = None
-        if server is not None:
+        if server is not None and show:
             self._folder = server.gui.add_folder(PANEL_TITLE, order=order)
             with self._folder:
                 self._markdown = server.gui.add_markdown(self.markdown())
+        if server is not None:
             # A newly connected browser gets the current values at once, even while training is paused.
             # (viser runs this callback holding its client lock: no get_clients() in there.)
             server.on_client_connect(lambda _client: self.push(connected=True))
@@ -205,9 +212,11 @@ class TrainingHealthPanel:
         self.step = step
         if num_gaussians is not None:
             self.num_gaussians = num_gaussians
-        if state is not None:
+        if state is not None and state != self.state:
             self.state = state
-        if self._markdown is None:
+            for listener in self.state_listeners:
+                listener(state)
+        if self.server is None:
             return False
         now = time.monotonic()
         if not force and now < self._next_push:
@@ -239,9 +248,12 @@ class TrainingHealthPanel:
 
     def push(self, connected: bool = False) -> bool:
         """Send the current values to the browsers, if any is connected (``connected``: one is)."""
-        if self._markdown is None or not (connected or len(self.server.get_clients()) > 0):
+        if self.server is None or not (connected or len(self.server.get_clients()) > 0):
             return False
         with self._lock:
-            self._markdown.content = self.markdown()
+            for listener in self.push_listeners:  # before the panel: a browser never sees the panel ahead
+                listener(self)
+            if self._markdown is not None:
+                self._markdown.content = self.markdown()
             self.pushes += 1
         return True
