@@ -17,7 +17,7 @@ INDEX = BENCHMARKS / "README.md"
 COLUMNS = ["date", "GPU", "commit", "scene", "compared", "headline", "folder", "notes"]
 FOLDER_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-(h100|h200)(x\d+)?-[a-z0-9]+(-[a-z0-9]+)*$")
 LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
-SCRIPT_CALL = re.compile(r"\bscripts/\w+\.py\b|\bns-train\b")  # a benchmark tool, or ns-train itself
+SCRIPT_CALL = re.compile(r"\bscripts/\w+\.py\b|\bns-train\b|\bpytest -m gpu\b")  # a tool, ns-train, or the GPU tests
 
 
 def index_rows() -> list[dict[str, str]]:
@@ -88,7 +88,7 @@ def test_each_folder_has_its_command(folder: Path):
     date = folder.name[:10]  # YYYY-MM-DD (the name's scheme: test_folder_names_follow_the_scheme...)
     assert date in lines[0], f"{folder.name}/command.sh: the first line does not give the date {date}"
     calls = [line for line in lines if line.strip() and not line.lstrip().startswith("#") and SCRIPT_CALL.search(line)]
-    assert calls, f"{folder.name}/command.sh: no command running scripts/*.py or ns-train"
+    assert calls, f"{folder.name}/command.sh: no command running scripts/*.py, ns-train or pytest -m gpu"
     others = sorted(str(p.relative_to(BENCHMARKS)) for p in folder.rglob("*.sh") if p != command)
     assert not others, f"one-off scripts (their commands belong in command.sh): {others}"
 
