@@ -74,6 +74,7 @@ def test_warmup_restores_every_parameter_optimizer_and_rng_state_bitwise(scene, 
         def spying_restore(snapshot, trainer_):
             seen_before_restore["num_points"] = trainer_.pipeline.model.num_points
             seen_before_restore["opacities"] = trainer_.pipeline.model.gauss_params["opacities"]
+            seen_before_restore["viewer_locked_out"] = trainer_.train_lock.locked()  # renders wait
             original_restore(snapshot, trainer_)
 
         monkeypatch.setattr(TrainingSnapshot, "restore", spying_restore)
@@ -85,6 +86,7 @@ def test_warmup_restores_every_parameter_optimizer_and_rng_state_bitwise(scene, 
         close_writers()
     # the warmup densified: other Gaussians, other Parameter objects, all undone
     assert seen_before_restore["num_points"] != before["num_points"]
+    assert seen_before_restore["viewer_locked_out"], "the restore ran while a viewer render could run"
     assert seen_before_restore["opacities"] is not before["param_objects"]["_model.gauss_params.opacities"]
     assert after["num_points"] == before["num_points"]
     assert after["param_objects"].keys() == before["param_objects"].keys()

@@ -128,7 +128,8 @@ def run_warmup(trainer: Any, steps: Optional[int] = None) -> Optional[WarmupResu
             _sync(device)
     finally:
         seconds = time.perf_counter() - started
-        snapshot.restore(trainer)
+        with trainer.train_lock:  # a viewer render must not see the model half restored
+            snapshot.restore(trainer)
     if collectives.is_distributed() and grad_maxes and all(g is not None for g in grad_maxes):
         # every rank decides on the largest gradient any rank saw (cameras differ per rank)
         reduced = torch.tensor(grad_maxes, device=device)
