@@ -166,6 +166,7 @@ def test_warmup_restores_parameters_fused_adam_and_rng_bitwise(scene, tmp_path, 
         def spying_restore(snapshot, trainer_):
             seen["num_points"] = trainer_.pipeline.model.num_points
             seen["opacities"] = trainer_.pipeline.model.gauss_params["opacities"]
+            seen["viewer_locked_out"] = trainer_.train_lock.locked()  # a viewer render waits for the restore
             _draw_from_every_rng(torch.device(trainer_.device))
             original_restore(snapshot, trainer_)
 
@@ -177,6 +178,7 @@ def test_warmup_restores_parameters_fused_adam_and_rng_bitwise(scene, tmp_path, 
         close_writers()
     # the warmup densified: other Gaussians, other Parameter objects, all undone
     assert seen["num_points"] != before["num_points"]
+    assert seen["viewer_locked_out"], "the restore ran while a viewer render could run"
     assert seen["opacities"] is not before["param_objects"]["_model.gauss_params.opacities"]
     assert after["num_points"] == before["num_points"]
     assert after["param_objects"].keys() == before["param_objects"].keys()
