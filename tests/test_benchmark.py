@@ -904,9 +904,115 @@ def test_repeat_statistics_mean_sd_and_difference_to_the_reference(tmp_path):
     paths = outputs.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
     markdown = paths["markdown"].read_text()
     assert "| `splat-plus` | 1 | 3/3 (2) | 27.20 ± 0.20 |" in markdown
-    assert "psnr +0.20 ± 0.14 dB (n 3 vs 4)" in markdown
+    assert "psnr +0.20 ± 0.30 dB (90 % CI, Welch, n 3 vs 4 runs; SE 0.14)" in markdown
     assert "| `splat-plus` | 1 | 3 | ok | – | discarded |" in markdown  # the shared run's timing
     assert json.loads(paths["json"].read_text())["summary"][0]["metrics"]["psnr"]["n"] == 3
+
+
+# Welch's interval, checked against scipy's own Welch t-test (scipy is a test dependency only:
+# splatbench computes the t quantile itself)
+WELCH_A = [30.1, 30.4, 29.8, 30.6, 30.2]  # the reference (baseline)
+WELCH_B = [30.5, 30.9, 30.3, 30.7]  # the method compared with it
+
+
+def _scipy_welch(a, b, confidence):
+    """(difference b - a, half-width, df) from scipy.stats.ttest_ind(b, a, equal_var=False)."""
+    stats = pytest.importorskip("scipy.stats")
+    test = stats.ttest_ind(b, a, equal_var=False)
+    df = float(test.df)
+    diff = statistics.fmean(b) - statistics.fmean(a)
+    if hasattr(test, "confidence_interval"):  # scipy >= 1.10
+        ci = test.confidence_interval(confidence)
+        return (ci.low + ci.high) / 2, (ci.high - ci.low) / 2, df
+    se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+    return diff, stats.t.ppf(0.5 + confidence / 2, df) * se, df
+
+
+def test_welch_interval_matches_scipy_on_fixed_numbers():
+    from splatbench.stats import mean_sd, t_quantile, welch_interval
+
+    stats = pytest.importorskip("scipy.stats")
+    for confidence in (0.90, 0.95):
+        diff, half, df = _scipy_welch(WELCH_A, WELCH_B, confidence)
+        ci = welch_interval(WELCH_A, WELCH_B, confidence)
+        assert ci["diff"] == pytest.approx(diff, abs=1e-9) and ci["diff"] == pytest.approx(0.38, abs=1e-12)
+        assert ci["df"] == pytest.approx(df, abs=1e-9) and ci["df"] == pytest.approx(6.938177076, abs=1e-8)
+        assert ci["half_width"] == pytest.approx(half, abs=1e-9)
+        assert ci["low"] == pytest.approx(diff - half, abs=1e-9) and ci["high"] == pytest.approx(diff + half, abs=1e-9)
+        assert ci["confidence"] == confidence and (ci["n_a"], ci["n_b"]) == (5, 4) and ci["reason"] is None
+        # the same from the summaries that results.json keeps
+        assert welch_interval(mean_sd(WELCH_A), mean_sd(WELCH_B), confidence) == pytest.approx(ci)
+    assert welch_interval(WELCH_A, WELCH_B)["confidence"] == 0.90  # the default
+    assert welch_interval(WELCH_A, WELCH_B)["half_width"] == pytest.approx(0.3552567959944, abs=1e-9)
+    # the t quantile, pure Python, against scipy's over fractional df (Welch's are not integers)
+    for df in (0.7, 1.0, 2.0, 3.857, 6.938177, 12.5, 40.0, 250.0):
+        for p in (0.05, 0.6, 0.9, 0.95, 0.975, 0.995, 0.9999):
+            assert t_quantile(p, df) == pytest.approx(stats.t.ppf(p, df), abs=1e-9, rel=1e-10)
+
+
+def test_welch_interval_needs_two_runs_a_side():
+    from splatbench.stats import welch_interval
+
+    for a, b in (([30.2], WELCH_B), (WELCH_A, [30.5])):
+        ci = welch_interval(a, b)
+        assert ci["diff"] == pytest.approx(statistics.fmean(b) - statistics.fmean(a))
+        assert ci["half_width"] is None and ci["df"] is None and ci["low"] is None and ci["high"] is None
+        assert "at least 2 runs per side" in ci["reason"] and (ci["n_a"], ci["n_b"]) == (len(a), len(b))
+    empty = welch_interval([], WELCH_B)
+    assert empty["diff"] is None and empty["half_width"] is None and empty["n_a"] == 0 and empty["reason"]
+
+
+@pytest.mark.filterwarnings("ignore:Precision loss occurred:RuntimeWarning")  # scipy on constant data
+def test_welch_interval_with_no_spread():
+    from splatbench.stats import welch_interval
+
+    # both sides without spread: the interval is the difference itself, df undefined (0/0)
+    ci = welch_interval([30.0, 30.0, 30.0], [30.5, 30.5])
+    assert ci["diff"] == pytest.approx(0.5) and ci["half_width"] == 0.0 and ci["df"] is None
+    assert ci["low"] == ci["high"] == ci["diff"] and "no spread" in ci["reason"]
+    # one side without spread: df = the other side's n - 1, and scipy agrees
+    b = [30.0, 30.0, 30.0]
+    diff, half, df = _scipy_welch(WELCH_A, b, 0.90)
+    ci = welch_interval(WELCH_A, b)
+    assert ci["df"] == pytest.approx(len(WELCH_A) - 1, abs=1e-9) and ci["df"] == pytest.approx(df, abs=1e-9)
+    assert ci["diff"] == pytest.approx(diff, abs=1e-9) and ci["half_width"] == pytest.approx(half, abs=1e-9)
+    assert ci["reason"] is None
+
+
+def test_report_gives_quality_differences_with_their_welch_interval(tmp_path):
+    from splatbench.stats import summarize_repeats
+
+    results = _repeat_results()
+    lpips = {"splat-plus": [0.20, 0.21, 0.19], "splatfacto": [0.22, 0.23, 0.22, 0.21]}
+    for method, values in lpips.items():
+        for r, value in zip([r for r in results["runs"] if r["method"] == method], values):
+            r["lpips"] = value
+    results["runs"].append(_run("splat-plus-fast", 1, repeat=1, psnr=26.5, ssim=0.83))  # one run: no interval
+    results["summary"] = summarize_repeats(results["runs"], "splatfacto")
+    paths = outputs.write_outputs(results, tmp_path, readme_plot_base=tmp_path)
+    markdown = paths["markdown"].read_text()
+    quality = {  # metric: (reference's values, splat-plus's values, format, unit)
+        "psnr": ([26.8, 27.0, 27.2, 27.0], [27.0, 27.4, 27.2], ".2f", " dB"),
+        "ssim": ([0.84, 0.84, 0.85, 0.85], [0.85, 0.86, 0.85], ".4f", ""),
+        "lpips": (lpips["splatfacto"], lpips["splat-plus"], ".4f", ""),
+    }
+    for metric, (ref, ours, spec, unit) in quality.items():
+        diff, half, _ = _scipy_welch(ref, ours, 0.90)
+        se = math.sqrt(statistics.variance(ref) / len(ref) + statistics.variance(ours) / len(ours))
+        row = f"{metric} {diff:+{spec}} ± {half:{spec}}{unit} (90 % CI, Welch, n 3 vs 4 runs; SE {se:{spec}})"
+        assert row in markdown, row
+    assert "psnr +0.20 ± 0.30 dB (90 % CI, Welch, n 3 vs 4 runs; SE 0.14)" in markdown
+    assert "psnr -0.50 dB (no interval: needs at least 2 runs per side (n 1 vs 4))" in markdown
+    assert "90 % Welch confidence interval" in markdown  # the notes say what ± means
+    assert "psnr +0.20 ± 0.30 dB (90 % CI, Welch" in paths["readme"].read_text()
+    saved = json.loads(paths["json"].read_text())
+    _, half, df = _scipy_welch(quality["psnr"][0], quality["psnr"][1], 0.90)
+    welch = next(s for s in saved["summary"] if s["method"] == "splat-plus")["vs_reference"]["psnr"]["welch"]
+    assert welch["diff"] == pytest.approx(0.2) and welch["half_width"] == pytest.approx(half, abs=1e-9)
+    assert welch["df"] == pytest.approx(df, abs=1e-9) and welch["confidence"] == 0.90
+    assert (welch["n_a"], welch["n_b"]) == (4, 3) and welch["low"] == pytest.approx(0.2 - half)
+    single = next(s for s in saved["summary"] if s["method"] == "splat-plus-fast")["vs_reference"]["psnr"]["welch"]
+    assert single["half_width"] is None and single["df"] is None and (single["n_a"], single["n_b"]) == (4, 1)
 
 
 def _gate_runs(*psnrs):

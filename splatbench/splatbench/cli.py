@@ -30,8 +30,9 @@ How things are measured (identically for every method):
 * Gaussians: the model's count at the end; densification: summed refine events of the run's
   ``densification.jsonl`` (splat-plus writes it; methods without one get null).
 * repeats (``--repeats N``): interleaved A1 B1 A2 B2 ...; mean and sample sd per method, difference of
-  means to the reference method with its standard error. ``--concurrent-quality``: repeats 2..N of the
-  1-GPU runs train at the same time on one GPU (their timing is discarded). ``--first-repeat K`` numbers
+  means to the reference method ± the half-width of its 90 % Welch confidence interval (and the standard
+  error). ``--concurrent-quality``: repeats 2..N of the 1-GPU runs train at the same time on one GPU
+  (their timing is discarded). ``--first-repeat K`` numbers
   a command's repeats from K; ``--from-json A/results.json B/results.json --out C`` merges the commands'
   runs of one experiment into one report (e.g. the timing runs from one machine, quality repeats from another);
   with ``--methods``, only those methods' runs are kept; with ``--renumber-repeats``, runs of several

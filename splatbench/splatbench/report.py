@@ -2,7 +2,8 @@
 
 Entry points: :func:`markdown_report` (results.md), :func:`readme_section` (readme_section.md), with
 :func:`markdown_table` (one row per run), :func:`summary_table` (repeats: mean ± sd per method) and
-:func:`comparison_lines`. :mod:`.outputs` writes them to files; :mod:`.plots` draws the figures.
+:func:`comparison_lines` (with repeats: differences of means ± their Welch confidence interval).
+:mod:`.outputs` writes them to files; :mod:`.plots` draws the figures.
 """
 
 from __future__ import annotations
@@ -195,23 +196,40 @@ def _repeat_comparison_lines(results: Dict[str, Any]) -> List[str]:
         diffs = s.get("vs_reference")
         if not diffs:
             continue
-        parts = []
-        for key, (unit, spec) in units.items():
-            d = diffs.get(key) or {}
-            if d.get("diff") is None:
-                continue
-            se = f" ± {fmt(d['se'], spec.lstrip('+'))}" if d.get("se") is not None else ""
-            parts.append(f"{key} {fmt(d['diff'], spec)}{se}{unit} (n {d['n']} vs {d['n_ref']})")
+        parts = [_difference_text(key, diffs.get(key) or {}, unit, spec) for key, (unit, spec) in units.items()]
+        parts = [p for p in parts if p]
         if parts:
-            lines.append(f"- `{s['method']}` − `{s['reference']}` ({s['num_gpus']} GPU), difference of means ± "
-                         "standard error: " + ", ".join(parts))  # fmt: skip
+            lines.append(f"- `{s['method']}` − `{s['reference']}` ({s['num_gpus']} GPU), difference of means: "
+                         + ", ".join(parts))  # fmt: skip
     return lines
+
+
+def _difference_text(key: str, d: Dict[str, Any], unit: str, spec: str) -> str:
+    """``psnr +0.20 ± 0.35 dB (90 % CI, Welch, n 3 vs 4 runs; SE 0.14)``: the difference of means ± the
+    half-width of its Welch confidence interval (:func:`splatbench.stats.welch_interval`), the
+    method's runs first. Without an interval (fewer than two runs on a side), the difference and why;
+    a summary written before the interval existed (no ``welch``) keeps its ± standard error."""
+    if d.get("diff") is None:
+        return ""
+    diff, plain = fmt(d["diff"], spec), spec.lstrip("+")
+    welch = d.get("welch")
+    if welch is None:
+        se = f" ± {fmt(d['se'], plain)} SE" if d.get("se") is not None else ""
+        return f"{key} {diff}{se}{unit} (n {d['n']} vs {d['n_ref']})"
+    runs = f"n {welch['n_b']} vs {welch['n_a']} runs"
+    if welch.get("half_width") is None:
+        return f"{key} {diff}{unit} (no interval: {welch.get('reason') or 'not computable'})"
+    level = f"{100 * welch['confidence']:g} % CI, Welch"
+    se = f"; SE {fmt(d['se'], plain)}" if d.get("se") is not None else ""
+    note = f"; {welch['reason']}" if welch.get("reason") else ""
+    return f"{key} {diff} ± {fmt(welch['half_width'], plain)}{unit} ({level}, {runs}{se}{note})"
 
 
 def comparison_lines(results: Dict[str, Any]) -> List[str]:
     """Each method's 1-GPU run against the reference method's (step-time ratio, PSNR/SSIM deltas), and
     each W-GPU run against the same method on 1 GPU (speedup, its fraction of W, PSNR delta).
-    With repeats: differences of means to the reference method, with their standard errors."""
+    With repeats: differences of means to the reference method ± the half-width of their 90 % Welch
+    confidence interval."""
     if has_repeats(results):
         return _repeat_comparison_lines(results)
     reference = results.get("reference_method")
@@ -291,7 +309,9 @@ def measurement_notes(results: Dict[str, Any]) -> str:
         )
     if has_repeats(results):
         text += (
-            f" {_runs_per_method(results)}, interleaved; mean ± sample sd, differences of means ± their standard error."
+            f" {_runs_per_method(results)}, interleaved; mean ± sample sd; differences of means (method − reference) "
+            "± the half-width of their 90 % Welch confidence interval (Welch–Satterthwaite df; none below 2 runs "
+            "a side)."
         )
         if settings.get("concurrent_quality"):
             text += " Repeats after the first trained at the same time on one GPU: their timing is discarded."

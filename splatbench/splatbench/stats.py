@@ -1,8 +1,10 @@
 """Statistics over repeated runs: per method and GPU count, mean and sample sd of every metric, and
-each method's difference of means to the reference method with its standard error.
+each method's difference of means to the reference method with its standard error and its Welch
+confidence interval (90 % by default).
 
 Entry point: :func:`summarize_repeats` (results.json's ``summary``), :func:`metric_values`,
-:func:`mean_sd`, :func:`difference` (also used by the quality gate).
+:func:`mean_sd`, :func:`difference` (also used by the quality gate), :func:`welch_interval`,
+:func:`t_quantile`.
 
 Quality figures (PSNR, SSIM, LPIPS, Gaussians, memory peaks) come from every successful run; timing
 figures only from runs that had their GPU alone (``timing_valid``).
@@ -12,9 +14,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from splatbench.results import TIMING_FIELDS, finite_or_none
+
+DEFAULT_CONFIDENCE = 0.90
 
 SUMMARY_METRICS = (
     "psnr", "ssim", "lpips", "step_time_ms_median", "train_wall_s", "num_gaussians", "train_peak_gib", "eval_peak_gib",
@@ -44,6 +48,112 @@ def difference(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
     return {"diff": a["mean"] - b["mean"], "se": se, "n": a["n"], "n_ref": b["n"]}
 
 
+def _incomplete_beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny, eps = 1e-300, 1e-16
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # fmt: skip
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
+            break
+    return h
+
+
+def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b) for a, b > 0 and 0 <= x <= 1 (Numerical Recipes' ``betai``: continued fraction, on
+    the side of x where it converges fast)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _incomplete_beta_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _incomplete_beta_fraction(b, a, 1.0 - x) / b
+
+
+def _t_upper_tail(t: float, df: float) -> float:
+    """P(T > t) for t >= 0, Student's t with ``df`` (real, > 0) degrees of freedom."""
+    return 0.5 * regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``df`` need not be an integer:
+    Welch's is not). Pure Python, no scipy: bisection on the upper tail written with the regularized
+    incomplete beta function; agrees with ``scipy.stats.t.ppf`` to ~1e-10 for df <= 1e4 (Welch's df is
+    at most n_a + n_b - 2; tests/test_benchmark.py checks it)."""
+    if not 0.0 < p < 1.0 or not df > 0.0:
+        raise ValueError(f"t quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    tail = 1.0 - p
+    lo, hi = 0.0, 1.0
+    while _t_upper_tail(hi, df) > tail:  # the tail falls as t grows: bracket the quantile
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if _t_upper_tail(mid, df) > tail:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+Sample = Union[Mapping[str, Any], Iterable[float]]
+
+
+def welch_interval(a: Sample, b: Sample, confidence: float = DEFAULT_CONFIDENCE) -> Dict[str, Any]:
+    """Welch's two-sample confidence interval for the difference of means ``b - a`` (``a``: the
+    reference / baseline, ``b``: the method compared with it). Each side is either its values or a
+    :func:`mean_sd` summary ``{"n", "mean", "sd"}``.
+
+    Returns ``{"diff", "half_width", "low", "high", "df", "confidence", "n_a", "n_b", "reason"}``:
+    ``half_width`` = t_{(1 + confidence) / 2, df} x sqrt(sd_a²/n_a + sd_b²/n_b) with the
+    Welch–Satterthwaite degrees of freedom ``df``. The t quantile is computed without scipy
+    (:func:`t_quantile`), so that splatbench does not need scipy at run time.
+
+    Not computable (``half_width``, ``low``, ``high`` and ``df`` None, ``reason`` says why): a side
+    with fewer than two values (no sample variance; ``diff`` is still given when both sides have a
+    value). Both sides without spread (every value equal): the interval is the difference itself,
+    ``half_width`` 0 and ``df`` None (0/0), with a ``reason``. ``reason`` is None otherwise.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    sa = a if isinstance(a, Mapping) else mean_sd(a)
+    sb = b if isinstance(b, Mapping) else mean_sd(b)
+    n_a, n_b = int(sa.get("n") or 0), int(sb.get("n") or 0)
+    out: Dict[str, Any] = {
+        "diff": None, "half_width": None, "low": None, "high": None, "df": None,
+        "confidence": confidence, "n_a": n_a, "n_b": n_b, "reason": None,
+    }  # fmt: skip
+    if sa.get("mean") is None or sb.get("mean") is None:
+        out["reason"] = f"no value on one side (n {n_b} vs {n_a})"
+        return out
+    diff = sb["mean"] - sa["mean"]
+    out["diff"] = diff
+    if n_a < 2 or n_b < 2 or sa.get("sd") is None or sb.get("sd") is None:
+        out["reason"] = f"needs at least 2 runs per side (n {n_b} vs {n_a})"
+        return out
+    va, vb = sa["sd"] ** 2 / n_a, sb["sd"] ** 2 / n_b  # squared standard errors of the two means
+    if va + vb == 0.0:
+        out.update(half_width=0.0, low=diff, high=diff, reason="no spread on either side (every value equal)")
+        return out
+    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    half_width = t_quantile(0.5 + confidence / 2.0, df) * math.sqrt(va + vb)
+    out.update(half_width=half_width, low=diff - half_width, high=diff + half_width, df=df)
+    return out
+
+
 def group_runs(runs: Iterable[Dict[str, Any]]) -> Dict[Tuple[str, int], List[Dict[str, Any]]]:
     """Runs by (method, GPU count), in order of first appearance."""
     groups: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
@@ -67,7 +177,9 @@ def metric_values(runs: Iterable[Dict[str, Any]], metric: str) -> List[float]:
 
 def summarize_repeats(runs: List[Dict[str, Any]], reference: Optional[str]) -> List[Dict[str, Any]]:
     """One entry per (method, GPU count): runs, successful runs, per-metric mean / sd / n, and for the
-    methods other than ``reference`` the difference of means to the reference's (same GPU count)."""
+    methods other than ``reference`` the difference of means to the reference's (same GPU count):
+    ``vs_reference[metric]`` = :func:`difference` (``diff``, ``se``, ``n``, ``n_ref``) and, under
+    ``welch``, its :func:`welch_interval` (90 %; ``n_a`` the reference's runs, ``n_b`` the method's)."""
     groups = group_runs(runs)
     out = []
     for (method, num_gpus), group in groups.items():
@@ -81,9 +193,14 @@ def summarize_repeats(runs: List[Dict[str, Any]], reference: Optional[str]) -> L
         }
         ref_group = groups.get((reference, num_gpus)) if reference else None
         if ref_group is not None and method != reference:
-            entry["vs_reference"] = {
-                m: difference(entry["metrics"][m], mean_sd(metric_values(ref_group, m))) for m in SUMMARY_METRICS
-            }
+            vs_reference = {}
+            for m in SUMMARY_METRICS:
+                ref_stat = mean_sd(metric_values(ref_group, m))
+                vs_reference[m] = {
+                    **difference(entry["metrics"][m], ref_stat),
+                    "welch": welch_interval(ref_stat, entry["metrics"][m]),
+                }
+            entry["vs_reference"] = vs_reference
             entry["reference"] = reference
         out.append(entry)
     return out
