@@ -87,6 +87,22 @@ def close_writers() -> None:
     writer.GLOBAL_BUFFER.clear()
 
 
+def clone_state(obj):
+    """A detached copy of nested dicts / lists / tuples of tensors and plain values (a state to compare
+    later with :func:`assert_bitwise_equal`)."""
+    import copy
+
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: clone_state(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(clone_state(v) for v in obj)
+    return copy.deepcopy(obj)
+
+
 def console_script(name: str) -> str:
     """Path of a console script (ns-train, ns-eval, torchrun): the one beside this Python if there
     is one (a venv that is not activated), else the one on PATH (the device's install target)."""

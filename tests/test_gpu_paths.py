@@ -30,6 +30,7 @@ import torch
 from inprocess import (
     assert_bitwise_equal,
     build_trainer,
+    clone_state,
     close_writers,
     console_script,
     small_scene,
@@ -62,16 +63,6 @@ def gpu_only(test):
 def scene(tmp_path_factory):
     """16 views of 48x36 (14 train, 2 eval): the in-process trainers and the CLI run."""
     return small_scene(tmp_path_factory.mktemp("gpu_paths_scene"))
-
-
-def _clone(obj):
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
-    if isinstance(obj, dict):
-        return {k: _clone(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_clone(v) for v in obj)
-    return copy.deepcopy(obj)
 
 
 def _rng_states(device: torch.device) -> dict:
@@ -131,7 +122,7 @@ def _warmup_capture(trainer) -> dict:
         "scaler": copy.deepcopy(trainer.grad_scaler.state_dict()),
         "rng": _rng_states(torch.device(trainer.device)),
         "sampling": (list(dm.train_unseen_cameras), dm.random_generator.getstate()),
-        "strategy_state": _clone(model.strategy_state),
+        "strategy_state": clone_state(model.strategy_state),
         "monitor": model.strategy.monitor_state_dict(),
         "model_step": model.step,
         "trainer_step": trainer.step,
@@ -207,13 +198,13 @@ def _resume_state(trainer) -> dict:
     model = trainer.pipeline.model
     return {
         "params": {k: v.detach().clone() for k, v in model.gauss_params.items()},
-        "optimizers": {k: _clone(o.state_dict()) for k, o in trainer.optimizers.optimizers.items()},
-        "schedulers": {k: _clone(s.state_dict()) for k, s in trainer.optimizers.schedulers.items()},
-        "scaler": _clone(trainer.grad_scaler.state_dict()),
-        "strategy_state": _clone(model.strategy_state),
+        "optimizers": {k: clone_state(o.state_dict()) for k, o in trainer.optimizers.optimizers.items()},
+        "schedulers": {k: clone_state(s.state_dict()) for k, s in trainer.optimizers.schedulers.items()},
+        "scaler": clone_state(trainer.grad_scaler.state_dict()),
+        "strategy_state": clone_state(model.strategy_state),
         "monitor": model.strategy.monitor_state_dict(),
-        "sampler": _clone(checkpoint.sampler_state(trainer.pipeline.datamanager)),
-        "rng": _clone(_rng_states(torch.device(trainer.device))),
+        "sampler": clone_state(checkpoint.sampler_state(trainer.pipeline.datamanager)),
+        "rng": clone_state(_rng_states(torch.device(trainer.device))),
         "model_step": int(model.step),
     }
 

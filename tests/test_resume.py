@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from inprocess import assert_bitwise_equal, build_trainer, close_writers, small_scene, trainer_config
+from inprocess import assert_bitwise_equal, build_trainer, clone_state, close_writers, small_scene, trainer_config
 
 from ns_splat_plus import evaluation, strategy
 from ns_splat_plus.training import checkpoint, resume
@@ -48,8 +48,8 @@ def runs(tmp_path_factory):
     resumed = build_trainer(config)
     at_resume = {
         "params": {k: v.detach().clone() for k, v in resumed.pipeline.model.gauss_params.items()},
-        "optimizers": {k: _clone(o.state_dict()) for k, o in resumed.optimizers.optimizers.items()},
-        "strategy_state": _clone(resumed.pipeline.model.strategy_state),
+        "optimizers": {k: clone_state(o.state_dict()) for k, o in resumed.optimizers.optimizers.items()},
+        "strategy_state": clone_state(resumed.pipeline.model.strategy_state),
         "start_step": resumed._start_step,
         "model_step": resumed.pipeline.model.step,
         "bound": all(
@@ -61,16 +61,6 @@ def runs(tmp_path_factory):
     resumed.train()
     close_writers()
     return full, resumed, at_resume, scene
-
-
-def _clone(obj):
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
-    if isinstance(obj, dict):
-        return {k: _clone(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_clone(v) for v in obj)
-    return obj
 
 
 def test_resume_point_holds_the_checkpoint_exactly(runs):
