@@ -12,6 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from inprocess import console_script  # noqa: E402
@@ -25,21 +26,27 @@ from splatbench.scenes import SceneSpec, make_scene
 
 
 def test_camera_shards_are_disjoint_and_cover_every_epoch():
+    from ns_splat_plus.parallel.sharding import camera_shard
+
     n, world, seed = 10, 2, 7
+    shards = [set(camera_shard(r, world, n, seed)) for r in range(world)]
+    assert not shards[0] & shards[1] and shards[0] | shards[1] == set(range(n))  # a fixed partition
     steps_per_epoch = n // world
     for epoch in range(3):
         seen = []
         for step in range(epoch * steps_per_epoch, (epoch + 1) * steps_per_epoch):
             step_cams = [parallel.camera_for_step(step, r, world, n, seed) for r in range(world)]
             assert len(set(step_cams)) == world  # ranks render different cameras at each step
+            assert all(c in shards[r] for r, c in enumerate(step_cams))  # each from its own shard
             seen += step_cams
         assert sorted(seen) == list(range(n))  # every camera once per epoch
-    # one permutation shared by all ranks: W ranks walk the same sequence as one rank does twice as fast
+    # one rank: the order of earlier releases, one seeded permutation of all cameras per epoch
     single = [parallel.camera_for_step(s, 0, 1, n, seed) for s in range(2 * n)]
-    multi = [parallel.camera_for_step(s, r, world, n, seed) for s in range(n) for r in range(world)]
-    assert single == multi
-    # epochs differ, seeds differ
-    assert single[:n] != single[n:]
+    assert single[:n] == np.random.default_rng([seed, 0]).permutation(n).tolist()
+    assert single[n:] == np.random.default_rng([seed, 1]).permutation(n).tolist()
+    # each rank reshuffles its shard every epoch; seeds differ
+    rank0 = [parallel.camera_for_step(s, 0, world, n, seed) for s in range(3 * steps_per_epoch)]
+    assert len({tuple(rank0[e * steps_per_epoch : (e + 1) * steps_per_epoch]) for e in range(3)}) > 1
     assert [parallel.camera_for_step(s, 0, 1, n, seed + 1) for s in range(n)] != single[:n]
 
 

@@ -47,6 +47,7 @@ class EvalReport:
     split: Dict[str, Any]
     num_gaussians: Optional[int]
     memory: Dict[str, Any] = field(default_factory=dict)
+    scored_here: Optional[int] = None  # images this rank rendered (its share on several ranks)
 
     def averages(self, get_std: bool) -> Dict[str, Optional[float]]:
         """nerfstudio's shape: psnr, ssim, lpips, num_rays_per_sec, fps (+ ``_std`` with get_std)."""

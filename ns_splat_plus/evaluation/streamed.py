@@ -8,6 +8,10 @@ images stay in host memory and move to the device one at a time, metrics come fr
 split only (and the split is described), LPIPS is ``None`` when unavailable (never 0), and the
 peak device memory of training and of evaluation is tracked separately.
 
+On several ranks each rank renders and scores only its share of the eval images (the ones its
+datamanager holds, ``eval_indices``) and the per-image records are gathered, so every rank has the
+whole report: one evaluation per run, not W, with the numbers of a one-process evaluation.
+
 Entry points: :func:`evaluate_all_images` (ns-eval and the in-training "all images" evaluation),
 :func:`evaluate_one_image` (the in-training single image); the eval images themselves are loaded by
 :func:`ns_splat_plus.training.images.load.load_eval_images` (the datamanager's eval cache). Peak memory: :mod:`.memory`; the split: :mod:`.split`; the report: :mod:`.report`.
@@ -25,6 +29,7 @@ import torch
 from ns_splat_plus.evaluation.memory import memory_tracker
 from ns_splat_plus.evaluation.report import EvalReport, scalar_metrics
 from ns_splat_plus.evaluation.split import describe_split
+from ns_splat_plus.parallel import collectives
 
 # --- eval images: host memory, one at a time to the device -----------------------------------------
 
@@ -62,7 +67,8 @@ def _image_metrics(model, outputs, batch) -> Tuple[Dict[str, Optional[float]], D
 def evaluate_all_images(pipeline, output_path: Optional[Path] = None, image_prefix: str = "eval") -> EvalReport:
     """Render and score every image of the eval split, one at a time, without autograd.
 
-    Only one eval image, its render and its metric inputs are on the device at any moment.
+    Only one eval image, its render and its metric inputs are on the device at any moment. On W ranks
+    every rank must call this (a collective): each scores its share, and the report holds every image.
     ``output_path``: also save each image of ``get_image_metrics_and_images`` as PNG (as ns-eval's
     ``--render-output-path`` does).
     """
@@ -92,8 +98,9 @@ def evaluate_all_images(pipeline, output_path: Optional[Path] = None, image_pref
             ) as progress,
         ):
             _limit_to_training_peak(pipeline, tracker)
-            task = progress.add_task("[green]Evaluating all images...", total=split["num_images"])
-            for index in range(split["num_images"]):
+            indices = _held_eval_indices(datamanager, split["num_images"])
+            task = progress.add_task("[green]Evaluating all images...", total=len(indices))
+            for index in indices:
                 camera, batch = eval_camera_and_batch(datamanager, index, device)
                 _sync(device)
                 start = time.perf_counter()
@@ -121,8 +128,11 @@ def evaluate_all_images(pipeline, output_path: Optional[Path] = None, image_pref
                 progress.advance(task)
     finally:
         pipeline.train(was_training)
+    scored = len(per_image)
+    per_image = gather_per_image(per_image)
     num_gaussians = getattr(model, "num_points", None)
     return EvalReport(
+        scored_here=scored,
         per_image=per_image,
         split=split,
         num_gaussians=int(num_gaussians) if num_gaussians is not None else None,
@@ -130,12 +140,24 @@ def evaluate_all_images(pipeline, output_path: Optional[Path] = None, image_pref
     )
 
 
+def _held_eval_indices(datamanager, num_images: int) -> List[int]:
+    """The eval images this rank holds (its datamanager's share; every image without one)."""
+    held = getattr(datamanager, "eval_indices", None)
+    return list(held()) if callable(held) else list(range(num_images))
+
+
+def gather_per_image(per_image: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Every rank's per-image records, in eval-index order (this rank's alone in one process)."""
+    gathered = collectives.all_gather_object(per_image)
+    return sorted((record for part in gathered for record in part), key=lambda record: record["index"])
+
+
 def next_eval_index(datamanager) -> int:
-    """The next eval image, drawn as nerfstudio's ``next_eval_image`` does (each once per round)."""
+    """The next eval image (of this rank's share), drawn as nerfstudio's ``next_eval_image`` does (each once per round)."""
     unseen = datamanager.eval_unseen_cameras
     index = unseen.pop(random.randint(0, len(unseen) - 1))
     if len(unseen) == 0:
-        datamanager.eval_unseen_cameras = list(range(len(datamanager.eval_dataset)))
+        datamanager.eval_unseen_cameras = _held_eval_indices(datamanager, len(datamanager.eval_dataset))
     return index
 
 

@@ -1,18 +1,21 @@
 """SplatPlusDataManager: nerfstudio's FullImageDatamanager, with train images in host memory or streamed.
 
-Camera selection is here (:meth:`SplatPlusDataManager.next_train`: one camera per step, or B batched); where the images live and how
-they reach the device is :mod:`ns_splat_plus.training.images` (``cached_train`` is a store:
-host memory or streaming, chosen at start-up, and ``_train_batch`` moves one image per step,
-prefetched one step ahead).
+Camera selection is here (:meth:`SplatPlusDataManager.next_train`: one camera per step, or B batched,
+from this rank's own shard of the cameras, ``parallel.sharding``); where the images live and how
+they reach the device is :mod:`ns_splat_plus.training.images` (``cached_train`` is a store of this
+rank's shard only: host memory or streaming, chosen at start-up, and ``_train_batch`` moves one
+image per step, prefetched one step ahead). ``image_record`` says what this rank holds (count,
+bytes, decoding seconds) and ``startup_times`` when parsing began and ended (``<run>/ranks/``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type
+from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple, Type
 
 import torch
 from nerfstudio.cameras.cameras import Cameras
@@ -20,7 +23,8 @@ from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatama
 
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, RENDER_CACHE, concatenated_cameras
-from ns_splat_plus.parallel import camera_for_step, cameras_for_step, collectives
+from ns_splat_plus.parallel import collectives
+from ns_splat_plus.parallel.sharding import camera_for_step, cameras_for_step, eval_share
 from ns_splat_plus.training.images.photo import PhotoDataset
 
 
@@ -72,8 +76,8 @@ class SplatPlusDataManagerConfig(FullImageDatamanagerConfig):
     cameras_per_step: int = 1
     """B cameras rendered per training step on each GPU, in one rasterizer call; the loss is the mean
     of their losses. The schedule is then scaled as for B GPUs (steps / B, learning rates x sqrt(B),
-    Adam betas ^ B; with W GPUs: W x B). On W ranks, rank r at step s takes the draws (s*W + r)*B ...
-    + B-1 of the shared per-epoch permutation (disjoint shards). Cameras of different sizes: only the
+    Adam betas ^ B; with W GPUs: W x B). Each rank draws its B from its own fixed shard of the cameras,
+    reshuffled every epoch (disjoint shards; the B of a step are distinct). Cameras of different sizes: only the
     step's cameras of the same size as its first drawn camera are rendered, the others are skipped for
     that epoch (a step may then render fewer than B). Not with the camera optimizer or bilateral grid;
     the fps sampling strategy is replaced by the seeded permutation."""
@@ -83,12 +87,29 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
     # PhotoDataset: 16-bit grey, palette, 1-bit and CMYK photos read as 8-bit RGB(A) (upstream: low byte, indices)
     config: SplatPlusDataManagerConfig
 
+    def __init__(self, config: SplatPlusDataManagerConfig, *args, **kwargs) -> None:
+        self.startup_times: Dict[str, float] = {"dataset_parse_start": time.time()}  # wall clock, for <run>/ranks/
+        self.image_record: Dict[str, Any] = {
+            "rank": collectives.get_rank(),
+            "world_size": collectives.get_world_size(),
+            "train": None,  # set when the images are loaded (training/images/load.py)
+            "eval": None,
+        }
+        super().__init__(config, *args, **kwargs)
+        self.startup_times["dataset_parse_end"] = time.time()
+        if collectives.is_distributed():  # the single eval image of a step comes from this rank's share
+            self.eval_unseen_cameras = self.eval_indices()
+
+    def eval_indices(self) -> List[int]:
+        """The eval images this rank holds and scores (all of them in one process)."""
+        return eval_share(collectives.get_rank(), collectives.get_world_size(), len(self.eval_dataset))
+
     def next_train(self, step: int) -> Tuple[Cameras, Dict]:
-        """This rank's camera for ``step``: disjoint shards of one permutation per epoch.
+        """This rank's camera for ``step``, from its own shard, reshuffled each epoch.
 
         Upstream pops from a shuffled list that is the same on every rank (each rank would render
         the same camera). Here the camera is a stateless function of (step, rank, world size,
-        ``train_cameras_sampling_seed``), see ``parallel.camera_for_step``; also on one GPU, so a
+        ``train_cameras_sampling_seed``), see ``parallel.sharding``; also on one GPU, so a
         resumed run continues the same order. ``fps`` sampling keeps upstream's sampler on one rank.
         """
         if self.config.cameras_per_step > 1:
@@ -211,9 +232,10 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         return list(zip(cameras.height.reshape(-1).tolist(), cameras.width.reshape(-1).tolist()))
 
     @cached_property
-    def cached_eval(self) -> List[Dict[str, torch.Tensor]]:
-        """Eval images stay in host memory whatever ``cache_images`` says; evaluation moves one at a
-        time to the device (upstream keeps them all on the GPU with cache_images="gpu")."""
+    def cached_eval(self):
+        """This rank's eval images (:meth:`eval_indices`), by eval index, a :class:`HostImageStore`: in host
+        memory whatever ``cache_images`` says; evaluation moves one at a time to the device (upstream
+        keeps them all on the GPU with cache_images="gpu")."""
         from ns_splat_plus.training.images import load
 
         with photo_errors(self.eval_dataset):

@@ -4,10 +4,16 @@ nerfstudio wraps the model in DistributedDataParallel when world_size > 1, but g
 replace the nn.Parameter objects whenever they densify, after which DDP silently stops averaging
 (and with SfM points it refuses to start: strided features_dc). Gradients are averaged by
 :mod:`ns_splat_plus.parallel.gradients` instead.
+
+Evaluation on W ranks: the all-images evaluation is split (each rank scores its share of the eval
+images and every rank gets the whole result, :mod:`ns_splat_plus.evaluation`); the single-image and
+eval-loss evaluations run on rank 0 alone (the only rank that writes), the others return placeholders
+that nerfstudio's ``eval_iteration`` accepts. Each rank's start-up record: :mod:`.rank_record`.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Literal, Optional, Type
@@ -19,7 +25,9 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import evaluation
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
+from ns_splat_plus.parallel import collectives
 from ns_splat_plus.training import resume
+from ns_splat_plus.training.rank_record import StartupRecorder
 
 
 @dataclass
@@ -44,6 +52,8 @@ class SplatPlusPipeline(VanillaPipeline):
             config, device, test_mode=test_mode, world_size=1, local_rank=local_rank, grad_scaler=grad_scaler
         )
         self.world_size = world_size
+        self.startup = StartupRecorder(self.datamanager)
+        self.startup.mark("model_built")
         if hasattr(self.model, "set_cameras_per_step"):  # the model's strategy counts epochs in steps
             self.model.set_cameras_per_step(max(1, int(getattr(config.datamanager, "cameras_per_step", 1))))
 
@@ -56,14 +66,25 @@ class SplatPlusPipeline(VanillaPipeline):
         callbacks.append(
             TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], tracker.start_training_window)
         )
+        callbacks.extend(
+            self.startup.callbacks(training_callback_attributes.trainer)
+        )  # <run>/ranks/startup_rank<r>.json
         return callbacks
 
     def get_eval_loss_dict(self, step: int):
+        if not collectives.is_main_process():  # rank 0 alone evaluates (and writes) it
+            return {}, {"eval_loss_on_rank_0_only": torch.zeros(())}, {}
         outputs, _, _, metrics, _, losses = evaluation.evaluate_one_image(self, with_loss=True)
         evaluation.memory_tracker(self.device).log(step)
         return outputs, losses, metrics
 
     def get_eval_image_metrics_and_images(self, step: int):
+        if not collectives.is_main_process():  # rank 0 alone evaluates (and writes) it
+            # nerfstudio divides num_rays by the duration of this call: let the clock (time.time) tick once
+            start = time.time()
+            while time.time() == start:
+                pass
+            return {"num_rays": 0}, {}
         _, _, _, metrics, images, _ = evaluation.evaluate_one_image(self)
         evaluation.memory_tracker(self.device).log(step)
         return metrics, images
@@ -74,9 +95,10 @@ class SplatPlusPipeline(VanillaPipeline):
         """In training (``step`` given): numbers for the writer (LPIPS left out when unavailable).
         From ns-eval (no ``step``): nerfstudio's keys plus per-image metrics, the split, the Gaussian
         count and peak memory (the training peak as the checkpoint recorded it)."""
-        report = evaluation.evaluate_all_images(self, output_path=output_path)
+        report = evaluation.evaluate_all_images(self, output_path=output_path)  # on W ranks: split, then gathered
+        self.startup.evaluated(report.scored_here)
         if step is not None:
-            if not getattr(self, "_split_announced", False):
+            if not getattr(self, "_split_announced", False) and collectives.is_main_process():
                 CONSOLE.log(f"Evaluation (all images) on {evaluation.split_summary(report.split)}")
                 self._split_announced = True
             evaluation.memory_tracker(self.device).log(step)

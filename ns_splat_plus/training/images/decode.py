@@ -11,7 +11,7 @@ so that streaming knows them before decoding any image).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -108,11 +108,12 @@ def set_intrinsics(cameras, idx: int, K: np.ndarray, height: int, width: int) ->
     cameras.height[idx] = height
 
 
-def undistort_cameras_without_decoding(cameras, originals) -> None:
-    """Write the undistorted intrinsics of every distorted camera into ``cameras`` (streaming mode),
-    computing them once per distinct camera model (a COLMAP scene usually has one)."""
+def undistort_cameras_without_decoding(cameras, originals, indices: Optional[Sequence[int]] = None) -> None:
+    """Write the undistorted intrinsics of every distorted camera (of ``indices``, default all) into
+    ``cameras`` (streaming mode, and the cameras of other ranks' shards), computing them once per
+    distinct camera model (a COLMAP scene usually has one)."""
     seen: Dict[tuple, Tuple[np.ndarray, int, int]] = {}
-    for idx in range(len(originals)):
+    for idx in range(len(originals)) if indices is None else indices:
         camera = originals[idx].reshape(())
         if not is_distorted(camera):
             continue

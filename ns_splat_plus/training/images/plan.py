@@ -6,6 +6,8 @@ need 23 GiB as uint8 and run out of device (or host) memory. splat-plus keeps tr
 either in host memory (``host``: uint8, pinned when CUDA is available and they fit the pinned
 budget) or decodes them from disk on demand (``stream``: a small thread pool, a bounded number of
 decoded images); :mod:`.stores` holds them and :mod:`.prefetch` moves one per step to the device.
+On several ranks each rank plans for its own shard of the cameras only, against its part of the
+node's memory (the ranks of a node share it).
 
 Entry points: :func:`choose_image_memory` (from the image sizes, the available host memory and
 ``--pipeline.datamanager.image-memory``; its :meth:`ImageMemoryPlan.describe` is the one start-up
@@ -39,13 +41,18 @@ class ImageMemoryPlan:
     workers: int
     buffered: int
     chosen_by: Literal["auto", "option"]
+    shard_of: int = 0  # cameras of all ranks' shards together (0: one process, no shards)
+    ranks_on_node: int = 1  # ranks sharing the node's available memory
 
     def describe(self) -> str:
         """The one console line, e.g. ``Train images: 1000 x 3840x2160 uint8 = 23.2 GiB in host memory (pinned)``."""
         h, w = self.image_size
-        head = f"Train images: {self.num_images} x {w}x{h} {self.dtype}"
+        shard = f" (this rank's shard: {self.num_images} of {self.shard_of} cameras)" if self.shard_of else ""
+        head = f"Train images{shard}: {self.num_images} x {w}x{h} {self.dtype}"
         need = format_bytes(self.total_bytes)
         avail = f"{format_bytes(self.available_bytes)} available"
+        if self.ranks_on_node > 1:
+            avail += f" to {self.ranks_on_node} ranks on this node"
         why = "" if self.chosen_by == "auto" else ", --pipeline.datamanager.image-memory"
         if self.mode == "host":
             where = "pinned" if self.pinned else "pageable"
@@ -75,17 +82,23 @@ def choose_image_memory(
     dtype: str = "uint8",
     workers: int = 4,
     buffered: int = 16,
+    shard_of: int = 0,
+    ranks_on_node: int = 1,
 ) -> ImageMemoryPlan:
     """Host memory when the images fit (``HOST_FRACTION`` of ``available_bytes``), else streaming;
-    ``option`` other than ``auto`` forces the mode. Pinned only with CUDA and within ``PINNED_FRACTION``."""
+    ``option`` other than ``auto`` forces the mode. Pinned only with CUDA and within ``PINNED_FRACTION``.
+
+    Several ranks: ``image_sizes`` are this rank's shard (of ``shard_of`` cameras), and each of the
+    ``ranks_on_node`` ranks of this node may take its part of ``available_bytes``."""
     if option not in ("auto", "host", "stream"):
         raise ValueError(f"image memory must be auto, host or stream, got {option!r}")
     total = image_bytes(image_sizes, dtype)
+    budget = available_bytes / max(1, ranks_on_node)
     if option == "auto":
-        mode = "host" if total <= HOST_FRACTION * available_bytes else "stream"
+        mode = "host" if total <= HOST_FRACTION * budget else "stream"
     else:
         mode = option
-    pinned = bool(cuda and mode == "host" and total <= PINNED_FRACTION * available_bytes)
+    pinned = bool(cuda and mode == "host" and total <= PINNED_FRACTION * budget)
     largest = max(image_sizes, key=lambda s: int(s[0]) * int(s[1])) if len(image_sizes) else (0, 0)
     return ImageMemoryPlan(
         mode=mode,
@@ -98,6 +111,8 @@ def choose_image_memory(
         workers=max(1, workers),
         buffered=max(2, buffered),
         chosen_by="auto" if option == "auto" else "option",
+        shard_of=int(shard_of),
+        ranks_on_node=max(1, int(ranks_on_node)),
     )
 
 
@@ -113,6 +128,15 @@ def available_host_bytes() -> int:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024
     return 0
+
+
+def ranks_on_this_node() -> int:
+    """Ranks sharing this node's memory: torchrun's LOCAL_WORLD_SIZE, srun's SLURM_NTASKS_PER_NODE, else 1."""
+    for name in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):
+        value = os.environ.get(name, "").split("(")[0]  # SLURM may write "4(x2)"
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
 
 
 def default_workers(configured: Optional[int]) -> int:

@@ -1,10 +1,12 @@
 """Training images in host memory or streamed from disk: the two stores.
 
-Entry points: :func:`load_host_images` (decode every image once, uint8, pinned or not) wrapped in
+Entry points: :func:`load_host_images` (decode each image once, uint8, pinned or not) wrapped in
 :class:`HostImageStore`, and :class:`StreamingImageStore` (a thread pool decodes on demand and keeps
-at most ``buffered`` decoded images). Both are sequences of nerfstudio's data dicts
-(``store[i]["image"]`` [H, W, 3]), so code that indexes ``cached_train`` keeps working; their
-per-step move to the device is :mod:`.prefetch`.
+at most ``buffered`` decoded images). Both hold only the images they were given (this rank's shard,
+``parallel.camera_shard``), indexed by the dataset's (global) index: ``store[i]["image"]`` [H, W, 3]
+is nerfstudio's data dict, so code that indexes ``cached_train`` keeps working, and an index outside
+the shard raises (a rank asking for another rank's image is a bug). Their per-step move to the
+device is :mod:`.prefetch`.
 """
 
 from __future__ import annotations
@@ -12,12 +14,25 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 import torch
 from rich.progress import track
 
 Decode = Callable[[int], Dict[str, torch.Tensor]]
+Indices = Union[int, Sequence[int]]
+"""The images a store holds: their dataset indices, or a count n meaning 0 ... n-1 (one process)."""
+
+
+def _index_list(indices: Indices) -> List[int]:
+    return list(range(indices)) if isinstance(indices, int) else [int(i) for i in indices]
+
+
+def _outside(idx: int, held: int) -> IndexError:
+    return IndexError(
+        f"train image {idx} is not among the {held} images this rank holds (its shard of the cameras): "
+        "a rank may only render its own shard"
+    )
 
 
 def _pinned(data: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
@@ -111,23 +126,46 @@ def _contiguous(data: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
 
 
 class HostImageStore:
-    """Every training image in host memory (``images[i]`` is a data dict)."""
+    """Images in host memory, by dataset index (``store[i]`` is a data dict; only the held indices)."""
 
-    def __init__(self, images: List[Dict[str, torch.Tensor]]) -> None:
-        self._images = images
+    def __init__(self, images: Dict[int, Dict[str, torch.Tensor]]) -> None:
+        self._images = dict(sorted(images.items()))
         self.slabs: Optional["PinnedSlabs"] = None  # the page-locked blocks holding them, if pinned
 
     def __len__(self) -> int:
         return len(self._images)
 
     def __getitem__(self, idx: int) -> Dict[str, torch.Tensor]:
-        return self._images[idx]
+        try:
+            return self._images[idx]
+        except KeyError:
+            raise _outside(idx, len(self._images)) from None
+
+    def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
+        """The held data dicts, by ascending index (as iterating upstream's list does)."""
+        return iter(self._images.values())
+
+    @property
+    def indices(self) -> List[int]:
+        return list(self._images)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the held tensors (images, masks)."""
+        return sum(
+            v.numel() * v.element_size()
+            for d in self._images.values()
+            for v in d.values()
+            if isinstance(v, torch.Tensor)
+        )
 
     def request(self, idx: int) -> None:
-        """Nothing to prepare: every image is already decoded."""
+        """Nothing to prepare: every held image is already decoded (an index outside the shard raises)."""
+        if idx not in self._images:
+            raise _outside(idx, len(self._images))
 
     def ready(self, idx: int) -> bool:
-        return True
+        return idx in self._images
 
     def close(self) -> None:
         pass
@@ -135,34 +173,33 @@ class HostImageStore:
 
 def load_host_images(
     decode: Decode,
-    num_images: int,
+    indices: Indices,
     workers: int,
     pin: bool,
     slab_bytes: Optional[int] = None,
     description: str = "Decoding train images",
 ) -> HostImageStore:
-    """Decode every image with ``workers`` threads (PIL and OpenCV release the GIL) into host memory;
-    ``pin``: into page-locked :class:`PinnedSlabs` (``slab_bytes``: their block size; default:
-    :func:`slab_size_for` the first image's size)."""
-    if num_images == 0:
-        return HostImageStore([])
-    first = _contiguous(decode(0))
+    """Decode the images ``indices`` (dataset indices; an int n: 0 ... n-1) with ``workers`` threads
+    (PIL and OpenCV release the GIL) into host memory; ``pin``: into page-locked :class:`PinnedSlabs`
+    (``slab_bytes``: their block size; default: :func:`slab_size_for` the first image's size)."""
+    wanted = _index_list(indices)
+    if not wanted:
+        return HostImageStore({})
+    first = _contiguous(decode(wanted[0]))
     slabs = None
     if pin:
         if slab_bytes is None:
             per_image = sum(v.numel() * v.element_size() for v in first.values() if isinstance(v, torch.Tensor))
-            slab_bytes = slab_size_for(per_image, num_images)
+            slab_bytes = slab_size_for(per_image, len(wanted))
         slabs = PinnedSlabs(slab_bytes)
 
     def one(idx: int) -> Dict[str, torch.Tensor]:
-        data = first if idx == 0 else _contiguous(decode(idx))
+        data = first if idx == wanted[0] else _contiguous(decode(idx))
         return _copied_into(data, slabs) if slabs is not None else data
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="splat-plus-decode") as pool:
-        images = list(
-            track(pool.map(one, range(num_images)), description=description, transient=True, total=num_images)
-        )
-    store = HostImageStore(images)
+        images = list(track(pool.map(one, wanted), description=description, transient=True, total=len(wanted)))
+    store = HostImageStore(dict(zip(wanted, images)))
     store.slabs = slabs
     return store
 
@@ -171,11 +208,11 @@ class StreamingImageStore:
     """Images decoded from disk on demand by ``workers`` threads; at most ``buffered`` decoded
     images (finished or in flight) are kept, the least recently requested dropped first."""
 
-    def __init__(self, decode: Decode, num_images: int, workers: int, buffered: int, pin: bool = False) -> None:
+    def __init__(self, decode: Decode, indices: Indices, workers: int, buffered: int, pin: bool = False) -> None:
         if buffered < 1:
             raise ValueError("the streaming buffer must hold at least one image")
         self._decode = decode
-        self._num_images = num_images
+        self._held = frozenset(_index_list(indices))  # dataset indices this store may decode (the shard)
         self._pin = pin
         self.buffered = buffered
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="splat-plus-stream")
@@ -185,7 +222,11 @@ class StreamingImageStore:
         self.max_held = 0
 
     def __len__(self) -> int:
-        return self._num_images
+        return len(self._held)
+
+    @property
+    def indices(self) -> List[int]:
+        return sorted(self._held)
 
     def _work(self, idx: int) -> Dict[str, torch.Tensor]:
         data = _contiguous(self._decode(idx))
@@ -195,8 +236,8 @@ class StreamingImageStore:
 
     def _submit(self, idx: int) -> Future:
         """The future of image ``idx``, submitted if needed, marked most recently used."""
-        if not 0 <= idx < self._num_images:
-            raise IndexError(f"train image {idx} of {self._num_images}")
+        if idx not in self._held:
+            raise _outside(idx, len(self._held))
         with self._lock:
             future = self._futures.get(idx)
             if future is None:

@@ -1,0 +1,140 @@
+"""Per-rank start-up record: ``<run>/ranks/startup_rank<r>.json`` (:class:`StartupRecorder`).
+
+What each rank spent from process start to the end of its first training step, in parts (start-up
+to set-up: imports, CLI, process group; dataset parsing; model; the rest of set-up; image decoding;
+checks; warmup; the first step), the images it holds (count, bytes, decoding seconds: see
+``SplatPlusDataManager.image_record``), its resident memory, and the eval images it scored per
+evaluation. Written after the first step and after each all-images evaluation; read by
+``scripts/startup_parts.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ns_splat_plus.parallel import collectives
+
+PARTS = (
+    ("start_to_setup", "process_start", "dataset_parse_start"),
+    ("dataset_parse", "dataset_parse_start", "dataset_parse_end"),
+    ("model_init", "dataset_parse_end", "model_built"),
+    ("other_setup", "model_built", "decode_start"),
+    ("image_decode", "decode_start", "decode_end"),
+    ("checks", "decode_end", "warmup_start"),
+    ("warmup", "warmup_start", "first_step_start"),
+    ("first_step", "first_step_start", "first_step_end"),
+)
+"""(part, from mark, to mark): consecutive, so the parts add up to process start -> first step end."""
+
+
+def _process_start() -> Optional[float]:
+    try:
+        import psutil
+
+        return float(psutil.Process().create_time())
+    except Exception:  # noqa: BLE001 (psutil missing or no permission)
+        return None
+
+
+def _memory() -> Dict[str, Optional[int]]:
+    out: Dict[str, Optional[int]] = {"rss_bytes": None, "peak_rss_bytes": None}
+    try:
+        import psutil
+
+        out["rss_bytes"] = int(psutil.Process().memory_info().rss)
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import resource
+
+        out["peak_rss_bytes"] = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
+    except Exception:  # noqa: BLE001 (not on Windows)
+        pass
+    return out
+
+
+class StartupRecorder:
+    """Marks (wall-clock times) of a rank's start-up, and its record file; built by the pipeline."""
+
+    def __init__(self, datamanager) -> None:
+        self.datamanager = datamanager
+        self.marks: Dict[str, Optional[float]] = {"process_start": _process_start()}
+        self.marks.update(getattr(datamanager, "startup_times", {}))
+        self.evaluations: List[int] = []
+        self.memory_at_first_step: Optional[Dict[str, Optional[int]]] = None
+        self.trainer = None
+
+    def mark(self, name: str) -> None:
+        self.marks.setdefault(name, time.time())
+
+    def callbacks(self, trainer) -> list:
+        from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
+
+        self.trainer = trainer
+        return [
+            TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], self._before_step),
+            TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], self._after_step),
+        ]
+
+    def _in_warmup(self) -> bool:
+        # warmup runs the real step (and its callbacks) before step 0, then sets trainer.warmup_result
+        trainer = self.trainer
+        return int(getattr(trainer.config, "warmup_steps", 0)) > 0 and getattr(trainer, "warmup_result", None) is None
+
+    def _before_step(self, step: int) -> None:
+        if "first_step_start" in self.marks:
+            return
+        self.mark("warmup_start")  # the first step of warmup (or the first step, without warmup)
+        if not self._in_warmup():
+            self.mark("first_step_start")
+
+    def _after_step(self, step: int) -> None:
+        if "first_step_start" in self.marks and "first_step_end" not in self.marks:
+            self.mark("first_step_end")
+            self.memory_at_first_step = _memory()
+            self.write()
+
+    def evaluated(self, scored: Optional[int]) -> None:
+        """An all-images evaluation scored ``scored`` images on this rank."""
+        self.evaluations.append(int(scored or 0))
+        if "first_step_end" in self.marks:
+            self.write()
+
+    def as_dict(self) -> Dict[str, Any]:
+        images = dict(getattr(self.datamanager, "image_record", {}) or {})
+        marks = dict(self.marks)
+        train, evals = images.get("train") or {}, images.get("eval") or {}
+        if train:
+            marks.setdefault("decode_start", train.get("started_at"))
+            ends = [r["started_at"] + r["decode_seconds"] for r in (train, evals) if r]
+            marks.setdefault("decode_end", max(ends))
+        parts = {}
+        for name, start, end in PARTS:
+            if marks.get(start) is not None and marks.get(end) is not None:
+                parts[name] = marks[end] - marks[start]
+        total = None
+        if marks.get("process_start") is not None and marks.get("first_step_end") is not None:
+            total = marks["first_step_end"] - marks["process_start"]
+        return {
+            "rank": collectives.get_rank(),
+            "world_size": collectives.get_world_size(),
+            "seconds_to_first_step_end": total,
+            "parts_seconds": parts,
+            "marks": marks,
+            "images": images,
+            "memory_at_first_step": self.memory_at_first_step,
+            "memory": _memory(),
+            "eval_images_scored": self.evaluations,
+        }
+
+    def write(self) -> Optional[Path]:
+        base_dir = getattr(self.trainer, "base_dir", None)
+        if base_dir is None:
+            return None
+        path = Path(base_dir) / "ranks" / f"startup_rank{collectives.get_rank()}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.as_dict(), indent=2))
+        return path
