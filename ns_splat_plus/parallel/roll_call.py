@@ -55,12 +55,27 @@ def register_rank() -> None:
         pass
 
 
+_BACKEND_ERROR = re.compile(r"gloo|NCCL|ProcessGroup|Connection (closed|reset) by peer|Timed out waiting")
+"""What gloo's and NCCL's errors say: ``work.wait()`` of an asynchronous all-reduce (the gradients')
+raises a plain RuntimeError from C++, with no frame of torch/distributed/ in its traceback."""
+
+_PEER_ENDED = re.compile(r"Connection (closed|reset) by peer|remote process exited")
+"""gloo / NCCL: the other end of a collective is gone (its process ended), which is not a hang."""
+
+
 def is_collective_failure(err: BaseException) -> bool:
     """Whether ``err`` came out of a torch.distributed collective (a timeout, a peer that closed)."""
     if isinstance(err, getattr(dist, "DistError", ())):
         return True
     frames = traceback.extract_tb(err.__traceback__)
-    return any("torch/distributed/" in frame.filename.replace("\\", "/") for frame in frames[-3:])
+    if any("torch/distributed/" in frame.filename.replace("\\", "/") for frame in frames[-3:]):
+        return True
+    return bool(_BACKEND_ERROR.search(str(err)))
+
+
+def peer_ended(err: BaseException) -> bool:
+    """Whether a collective failed because another rank's process ended (not a timeout)."""
+    return bool(_PEER_ENDED.search(str(err)))
 
 
 def roll_call(wait_s: float) -> Tuple[List[int], List[int], Dict[int, str]]:
@@ -101,7 +116,7 @@ def describe(
         head = (
             f"{names} {'does' if len(unanswered) == 1 else 'do'} not answer: a collective at step {step} waited "
             f"--data-parallel.timeout-minutes {timeout_minutes:g} ({timeout_minutes * 60:.0f} s) for it; "
-            "it hung, was stopped (SIGSTOP, a pause in the viewer) or died"
+            "it hung, was stopped (SIGSTOP) or died"
         )
     else:
         head = f"a collective at step {step} failed on every rank while all of them still answer ({first})"
@@ -125,6 +140,18 @@ def write_torchelastic_error(message: str) -> None:
             json.dump({"message": message, "timestamp": int(time.time())}, f)
     except OSError:
         pass
+
+
+def stop_after_another_rank_ended(err: BaseException, step: int) -> None:
+    """A collective failed because another rank ended (its own message says why; the launcher names
+    it and is stopping this rank): exit status 1, no second message on the console, only a line in
+    torchrun's error file so that its summary does not ask for a traceback of this rank."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    first = re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0]  # gloo adds advice, and "GLHF!"
+    write_torchelastic_error(
+        f"splat-plus: rank {collectives.get_rank()} stopped at step {step} because another rank ended ({first})"
+    )
+    raise SystemExit(1)
 
 
 def stop_for_unanswered_ranks(err: BaseException, step: int, timeout_minutes: float, checkpoint_dir) -> None:

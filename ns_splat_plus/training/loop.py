@@ -9,9 +9,11 @@ Differences from nerfstudio's loop, and why:
   progress line and ETA stay right (no "110 %" after a resume);
 * SIGINT (Ctrl-C) and SIGTERM (what schedulers send before killing a job) end the run at a step
   boundary, save a checkpoint and exit non-zero with one line (nerfstudio prints a traceback and
-  exits 0 on Ctrl-C, and dies at once on SIGTERM, losing up to ``--steps-per-save`` steps). On
-  several ranks every rank stops at the same step (the flag is reduced every
-  :data:`STOP_CHECK_EVERY` steps). A second Ctrl-C exits at once without saving;
+  exits 0 on Ctrl-C, and dies at once on SIGTERM, losing up to ``--steps-per-save`` steps). A second
+  Ctrl-C exits at once without saving;
+* a signal on any rank, ``trainer.stop_training`` and the viewer's pause on rank 0 are agreed by every
+  rank after a step (:mod:`.stopping`): all ranks stop, or wait, at the same step. nerfstudio checks
+  them before a step, on the rank that has them only, which leaves the others in a collective;
 * the iteration time and rays per second reach TensorBoard / W&B only on logging steps (the same
   running averages; the console and viewer still see every step): two points per step cost about
   0.1 ms of host time each with TensorBoard, in a step whose host part is a few ms (:func:`put_step_times`);
@@ -22,80 +24,38 @@ Differences from nerfstudio's loop, and why:
   2 (:func:`_stop_on_unreadable_photo`). Skipping it would train on another set of photos than the
   user gave, silently; after restoring the photo, ``--load-dir`` resumes where the run stopped. On
   several ranks the other ranks wait in a collective: no checkpoint is written, the message names the
-  photo and the rank, and the others stop at the collective timeout;
-* on several ranks, a collective that fails (a rank hung, stopped or died: the others wait
+  photo and the rank, and the launcher ends the others when that rank exits;
+* on several ranks, a collective that fails because a rank hung or was stopped (the others wait
   ``--data-parallel.timeout-minutes``) ends in one message naming the rank that did not answer
-  (:mod:`ns_splat_plus.parallel.roll_call`), not in a gloo / NCCL traceback of rank 0.
+  (:mod:`ns_splat_plus.parallel.roll_call`), not in a gloo / NCCL traceback of rank 0; one that fails
+  because a rank ended (an error there, printed by it; the launcher stops the others) ends the others
+  without a second message.
 """
 
 from __future__ import annotations
 
-import signal
-import sys
-import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from nerfstudio.utils import writer
 from nerfstudio.utils.misc import step_check
+from nerfstudio.utils.rich_utils import CONSOLE
 from nerfstudio.utils.writer import EventName, TimeWriter
 
 from ns_splat_plus import upstream
-from ns_splat_plus.errors import SplatPlusError, UserInputError, exit_on_user_error
+from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import collectives, roll_call
 from ns_splat_plus.training import outputs
 from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.step import run_training_step
+from ns_splat_plus.training.stopping import (  # noqa: F401 (STOP_CHECK_EVERY: named here before stopping.py)
+    STOP_CHECK_EVERY,
+    STOP_TRAINING,
+    StopRequest,
+    TrainingInterrupted,
+)
 from ns_splat_plus.upstream import note_running_time
-
-STOP_CHECK_EVERY = 25
-"""On several ranks, a stop request (signal) is agreed on every this many steps (one small all-reduce)."""
-
-
-class TrainingInterrupted(SplatPlusError):
-    """SIGINT / SIGTERM: the run saved a checkpoint and stops (exit status 1, one line)."""
-
-
-class StopRequest:
-    """SIGINT / SIGTERM handlers that ask the loop to stop at the next step boundary."""
-
-    def __init__(self) -> None:
-        self.signal_name: Optional[str] = None
-        self._previous: dict = {}
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set in the main thread (tests may train elsewhere)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def uninstall(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
-
-    def _handle(self, signum, frame) -> None:
-        name = signal.Signals(signum).name
-        if self.signal_name is not None and signum == signal.SIGINT:
-            raise SystemExit(f"splat-plus: {name} again: exiting without saving a checkpoint")
-        self.signal_name = name
-        # said at once: an evaluation of all images can hold the step boundary for minutes
-        sys.stderr.write(
-            f"\nsplat-plus: {name} received: training stops after the current step (or evaluation) "
-            "and saves a checkpoint; press Ctrl-C again to exit at once without saving\n"
-        )
-        sys.stderr.flush()
-
-    def agreed(self, step: int, device: torch.device) -> Optional[str]:
-        """The signal to stop for, the same on every rank (None: go on)."""
-        if not collectives.is_distributed():
-            return self.signal_name
-        if step % STOP_CHECK_EVERY != 0:
-            return None
-        if collectives.any_rank(self.signal_name is not None, device):
-            return self.signal_name or "a signal on another rank"
-        return None
 
 
 def steps_to_run(start_step: int, max_num_iterations: int) -> range:
@@ -119,15 +79,9 @@ def train_loop(trainer: Any) -> None:
     try:
         with TimeWriter(writer, EventName.TOTAL_TRAIN_TIME):
             trainer.stop_training = False
+            stop.hold_while_paused(trainer, device)  # nerfstudio's --start-paused: before step 0
             for step in steps_to_run(upstream.start_step(trainer), trainer.config.max_num_iterations):
-                trainer.step = step
-                if trainer.stop_training:
-                    break
-                while trainer.training_state == "paused":
-                    if trainer.stop_training:
-                        upstream.after_train(trainer)
-                        return
-                    time.sleep(0.01)
+                trainer.step = step  # stop_training and the viewer's pause are agreed after a step (stop.agreed)
                 log_step = step_check(step, trainer.config.logging.steps_per_log, run_at_zero=True)
                 with trainer.train_lock:
                     started = time.time()
@@ -157,12 +111,18 @@ def train_loop(trainer: Any) -> None:
                 if save_due:
                     trainer.save_checkpoint(step)
                 writer.write_out_storage()
-                reason = stop.agreed(step, device)
+                reason = stop.agreed(trainer, step, device)  # waits here, on every rank, while paused
+                if reason == STOP_TRAINING:
+                    _announce_stop(trainer, step)
+                    break  # after_train below saves the checkpoint of this step, as nerfstudio does
                 if reason is not None:
                     _stop_on_signal(trainer, step, reason)
     except RuntimeError as err:
         if not (collectives.is_distributed() and roll_call.is_collective_failure(err)):
             raise
+        if roll_call.peer_ended(err) or stop.signal_name is not None:
+            # a rank ended (an error: it printed why) and the launcher stops the others: no second message
+            roll_call.stop_after_another_rank_ended(err, trainer.step)
         # a rank stopped answering (hung, stopped, died): name it, not just this rank's timeout
         timeout = trainer.config.data_parallel.timeout_minutes
         roll_call.stop_for_unanswered_ranks(err, trainer.step, timeout, trainer.checkpoint_dir)
@@ -194,6 +154,19 @@ def put_step_times(trainer: Any, step: int, duration: float, log_step: bool) -> 
         record(EventName.TRAIN_RAYS_PER_SEC, rays, step)
 
 
+def _announce_stop(trainer: Any, step: int) -> None:
+    """One line (global rank 0) for a stop asked by ``trainer.stop_training``: every rank ends after
+    ``step``; nerfstudio's end of training follows (the checkpoint of ``step``, exit status 0)."""
+    if collectives.is_main_process():
+        path = trainer.checkpoint_dir / f"step-{step:09d}.ckpt"
+        ranks = f" on all {collectives.get_world_size()} ranks" if collectives.is_distributed() else ""
+        CONSOLE.print(
+            f"splat-plus: training stopped by trainer.stop_training (the viewer, Trainer.shutdown() or a plugin) "
+            f"after step {step}{ranks}; checkpoint: {path}",
+            soft_wrap=True,
+        )
+
+
 def _stop_on_signal(trainer: Any, step: int, reason: str) -> None:
     if not step_check(step, trainer.config.steps_per_save):  # else saved a moment ago (the same on every rank)
         trainer.save_checkpoint(step)
@@ -204,7 +177,11 @@ def _stop_on_signal(trainer: Any, step: int, reason: str) -> None:
     )
     if "disk full" in reason:  # outputs.low_disk_reason
         resume = f"free disk space on that disk (or move the run to another disk), then {resume}"
-    raise TrainingInterrupted(f"training stopped by {reason} after step {step}; checkpoint saved: {path}", resume)
+    stopped = f"training stopped by {reason} after step {step}; checkpoint saved: {path}"
+    roll_call.write_torchelastic_error(f"splat-plus: rank {collectives.get_rank()}: {stopped}")  # torchrun's summary
+    if not collectives.is_main_process():  # one message per run: rank 0's
+        raise SystemExit(TrainingInterrupted.exit_status)
+    raise TrainingInterrupted(stopped, resume)
 
 
 def _stop_on_unreadable_photo(trainer: Any, step: int, err: PhotoReadError) -> None:

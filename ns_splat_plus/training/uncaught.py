@@ -18,7 +18,8 @@ the command line, so :func:`install` (called there) puts :func:`handle` in ``sys
   Before nerfstudio has imported splat-plus (the first seconds of ``ns-train``: torch, rich), no code
   of splat-plus runs yet: Python's own traceback remains there.
 
-Every other exception keeps Python's traceback: it is a bug to report, not a user's mistake.
+Every other exception keeps Python's traceback: it is a bug to report, not a user's mistake. Under
+torchrun, either is also written to the worker's error file, so that torchrun's summary names it.
 Only uncaught exceptions reach the hook, so nothing changes for code that handles its own errors.
 """
 
@@ -175,8 +176,10 @@ def handle(exc_type, exc, tb) -> None:
     described = describe(exc, sys.argv) if exc is not None else None
     if described is None:
         _previous(exc_type, exc, tb)
+        _name_in_torchrun_summary(f"{exc_type.__name__}: {exc} (the traceback above)")
         return
     message, status = described
+    _name_in_torchrun_summary(message)
     for cleanup in _cleanups:
         try:
             cleanup()
@@ -196,6 +199,13 @@ def handle(exc_type, exc, tb) -> None:
 
 
 _previous = sys.__excepthook__
+
+
+def _name_in_torchrun_summary(message: str) -> None:
+    """The error of a torchrun worker, as its summary's "Root Cause" (not "To enable traceback see ...")."""
+    from ns_splat_plus.parallel import roll_call
+
+    roll_call.write_torchelastic_error(f"splat-plus: {message}")
 
 
 def install() -> None:
