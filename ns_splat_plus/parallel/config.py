@@ -22,6 +22,8 @@ class DataParallelConfig(PrintableConfig):
     """Adam momentum over W-times larger batches: beta -> beta**W (Grendel-GS)."""
     replica_check_every: int = 100
     """Compare a checksum of the parameters across ranks every this many steps (0: only at the end)."""
+    overlap_gradient_averaging: bool = True
+    """Start each gradient's all-reduce during the backward pass, as soon as it is ready (False: all after it). The same collectives either way: bitwise the same gradients."""
     timeout_minutes: float = 15.0
     """Process-group timeout for torchrun / srun: a rank stuck longer than this in a collective (a peer that vanished) stops with an error. ns-train's own spawn uses nerfstudio's 30 minutes."""
     # Bookkeeping, not options (hidden from the command line, where setting one would skip the scaling

@@ -1,6 +1,6 @@
 """Replica checks of a data-parallel run: cheap periodic comparisons and a bitwise final check.
 
-Entry points: :func:`check_replicas` (every rank's parameter statistics against rank 0's),
+Entry points: :func:`check_replicas` (every rank's integer checksums of its parameters' bits against rank 0's),
 :func:`parameter_checksum` (the one SHA-256 checksum of named tensors, also of the initial
 Gaussians), :class:`RankMonitor` (the trainer's callbacks; ``<run>/ranks/rank<k>.json``).
 """
@@ -26,39 +26,64 @@ class ReplicaDivergenceError(SplatPlusError):
     """Ranks that should hold identical parameters do not."""
 
 
-def _param_stats(named: Mapping[str, Tensor]) -> Tensor:
-    rows = []
-    for name in sorted(named):
-        t = named[name].detach()
-        t64 = t.to(torch.float64)
-        rows.append(
-            torch.stack(
-                [torch.tensor(float(t.numel()), dtype=torch.float64, device=t.device), t64.sum(), t64.abs().sum()]
-            )
-        )
-    return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.float64)
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+"""The integer type a tensor's elements are read as, by element size."""
+_CHUNK_ELEMENTS = 1 << 22
+"""Elements widened to int64 at a time (32 MiB): the checksum never copies a whole parameter."""
+
+
+def _bits_checksum(t: Tensor) -> Tensor:
+    """(element count, sum, row-position-weighted sum) of ``t``'s raw bits, read as integers.
+
+    Args:
+        t: [rows, ...] any dtype (a 0-d tensor counts as one row).
+
+    Returns:
+        [3] int64. Each element's bits, read as a signed integer of the element's width, are summed
+        per row in int64, a chunk of rows at a time; the row sums are then added up, once plain and
+        once weighted by row position 1, 2, ... (a reordering of the Gaussians changes that one).
+        Integer sums are exact (the weighted one wraps modulo 2^64), whatever the reduction order:
+        equal bits give equal checksums on every device, and any change of one element's bits
+        changes the plain sum.
+    """
+    t = t.detach()
+    count = torch.full((), t.numel(), dtype=torch.int64, device=t.device)
+    if t.numel() == 0:
+        return torch.stack([count, torch.zeros_like(count), torch.zeros_like(count)])
+    bits = t.reshape(1 if t.dim() == 0 else t.shape[0], -1).view(_BITS[t.element_size()])
+    rows_per_chunk = max(1, _CHUNK_ELEMENTS // bits.shape[1])
+    row_sums = torch.cat([part.sum(dim=1, dtype=torch.int64) for part in bits.split(rows_per_chunk)])
+    position = torch.arange(1, row_sums.shape[0] + 1, dtype=torch.int64, device=t.device)
+    return torch.stack([count, row_sums.sum(), (row_sums * position).sum()])
+
+
+def _param_checksums(named: Mapping[str, Tensor]) -> Tensor:
+    rows = [_bits_checksum(named[name]).to(collectives.collective_device()) for name in sorted(named)]
+    return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.int64)
 
 
 def check_replicas(named: Mapping[str, Tensor], step: int) -> None:
     """Raise ReplicaDivergenceError on every rank if any rank's parameters differ from rank 0's.
 
-    Compares (count, sum, sum of |x|) per parameter in float64, bit for bit: replicas apply the same
-    averaged gradients and refine decisions, so they stay bitwise identical.
+    Compares an integer checksum of each parameter's raw bits (:func:`_bits_checksum`, computed where
+    the parameter lives, without a float64 copy): replicas apply the same averaged gradients and
+    refine decisions, so they stay bitwise identical.
     """
     if not collectives.is_distributed():
         return
-    stats = _param_stats(named).to(collectives.collective_device())
+    stats = _param_checksums(named)
     gathered = [torch.empty_like(stats) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, stats)
     names = sorted(named)
-    reference = gathered[0].view(torch.int64)
+    reference = gathered[0]
     for r, other in enumerate(gathered[1:], start=1):
-        if not torch.equal(other.view(torch.int64), reference):
-            a, b = gathered[0].view(-1, 3).cpu(), other.view(-1, 3).cpu()
+        if not torch.equal(other, reference):
+            a, b = reference.view(-1, 3).tolist(), other.view(-1, 3).tolist()
             differing = [
-                f"{names[i]} (elements {int(a[i, 0])} vs {int(b[i, 0])}, sum {a[i, 1].item():.9g} vs {b[i, 1].item():.9g})"
+                f"{names[i]} (elements {a[i][0]} vs {b[i][0]}, bit checksums {a[i][1]:x}/{a[i][2]:x} vs "
+                f"{b[i][1]:x}/{b[i][2]:x})"
                 for i in range(len(names))
-                if not torch.equal(a[i], b[i])
+                if a[i] != b[i]
             ]
             raise ReplicaDivergenceError(
                 f"step {step}: rank {r}'s parameters differ from rank 0's: {', '.join(differing)}. "

@@ -2,8 +2,9 @@
 
 Used by the training loop (:mod:`ns_splat_plus.training.loop`), the warmup before step 0 and the
 step profiler, so that all three run exactly the same work: the before-iteration callbacks, the
-trainer's ``train_iteration`` (:func:`optimize`: this rank's camera, render, loss, backward,
-gradients averaged across ranks, the finiteness gate, one optimizer update) and the after-iteration callbacks
+trainer's ``train_iteration`` (:func:`optimize`: this rank's camera, render, loss, backward with
+the gradients' all-reduces started from it (:mod:`ns_splat_plus.parallel.gradients`), their
+averages awaited, the finiteness gate, one optimizer update) and the after-iteration callbacks
 (densification, replica checks). The caller holds ``trainer.train_lock`` (the viewer renders
 between steps, never inside one). A device out-of-memory error anywhere in the step becomes one
 :class:`DeviceOutOfMemoryError` naming the Gaussian count, the image size and what to change
@@ -50,6 +51,7 @@ def optimize(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dic
     import functools
 
     from ns_splat_plus.errors import TrainingHealthError
+    from ns_splat_plus.parallel.gradients import start_gradient_averaging
 
     needs_zero = [g for g in trainer.optimizers.parameters if step % trainer.gradient_accumulation_steps[g] == 0]
     trainer.optimizers.zero_grad_some(needs_zero)
@@ -65,12 +67,25 @@ def optimize(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dic
             "far too high (--optimizers.<group>.optimizer.lr)\n  - a NaN or degenerate camera pose in the dataset"
             "\n  - the scene scale or near plane puts every Gaussian outside the view"
         )
-    trainer.grad_scaler.scale(loss).backward()
     needs_step = [
         g
         for g in trainer.optimizers.parameters
         if step % trainer.gradient_accumulation_steps[g] == trainer.gradient_accumulation_steps[g] - 1
     ]
+    averaging = None
+    if trainer.config.data_parallel.overlap_gradient_averaging:
+        # the optimizers' own param groups (densification replaces the Parameters there), in the order
+        # CheckedOptimizers averages them in: its average_gradients finishes this averaging
+        groups = trainer.optimizers.optimizers
+        averaging = start_gradient_averaging(
+            p for g in needs_step for pg in groups[g].param_groups for p in pg["params"]
+        )
+    try:
+        trainer.grad_scaler.scale(loss).backward()
+    except BaseException:
+        if averaging is not None:
+            averaging.cancel()
+        raise
     trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, needs_step)
     if trainer.config.log_gradients:
         total = 0
