@@ -1,7 +1,8 @@
 """Method specifications registered through nerfstudio's ``nerfstudio.method_configs`` entry point.
 
-The entry points (``splat-plus``, ``splat-plus-mcmc``, ``splat-plus-fast``) name :data:`splat_plus`,
-:data:`splat_plus_mcmc` and :data:`splat_plus_fast`; the method-level defaults live here. ``splat-plus`` is splatfacto's recipe (same optimizers, schedules and
+The entry points (``splat-plus``, ``splat-plus-mcmc``, ``splat-plus-fast``, ``splat-plus-lite``) name
+:data:`splat_plus`, :data:`splat_plus_mcmc`, :data:`splat_plus_fast` and :data:`splat_plus_lite`; the
+method-level defaults live here. ``splat-plus`` is splatfacto's recipe (same optimizers, schedules and
 densification settings) on splat-plus's model, pipeline and trainer.
 """
 
@@ -112,5 +113,37 @@ splat_plus_fast = MethodSpecification(
         f"update, with the schedule scaled for {FAST_CAMERAS_PER_STEP} cameras per step (1/{FAST_CAMERAS_PER_STEP} "
         f"of the steps, learning rates x sqrt({FAST_CAMERAS_PER_STEP}), Adam betas ^{FAST_CAMERAS_PER_STEP}); "
         "no camera optimizer or bilateral grid"
+    ),
+)
+
+
+LITE_STEPS_SCALER = 1.0 / 3.0
+"""``splat-plus-lite`` trains splatfacto's schedule in a third of the camera iterations (FastGS trains 10k)."""
+LITE_REFINE_EVERY = 300
+"""``splat-plus-lite``'s refine interval in splatfacto's step units (100 there): every 100 camera
+iterations after the steps scaler (FastGS: 500 of 10k); each refine renders 10 views twice."""
+
+
+def splat_plus_lite_trainer_config(cameras_per_step: int = FAST_CAMERAS_PER_STEP) -> SplatPlusTrainerConfig:
+    """splat-plus-fast's batching (B cameras per step, one fused Adam update) with the efficient
+    strategy (FastGS's multi-view densification under DashGaussian's budget, tied to splatfacto's
+    resolution schedule) and a third of splatfacto's schedule (``--steps-scaler`` 1/3). Trades some
+    quality for far fewer Gaussians and steps (docs/strategies.md)."""
+    config = splat_plus_trainer_config("splat-plus-lite")
+    config.pipeline.datamanager.cameras_per_step = cameras_per_step
+    config.fused_adam = True
+    config.steps_scaler = LITE_STEPS_SCALER
+    model = config.pipeline.model
+    model.strategy = "efficient"
+    model.refine_every = LITE_REFINE_EVERY
+    return config
+
+
+splat_plus_lite = MethodSpecification(
+    config=splat_plus_lite_trainer_config(),
+    description=(
+        "splat-plus for few Gaussians and a short run: the efficient densification strategy (multi-view "
+        "error-guided, under a growing Gaussian budget), a third of splatfacto's schedule, "
+        f"{FAST_CAMERAS_PER_STEP} cameras per step and one fused Adam update (docs/strategies.md)"
     ),
 )

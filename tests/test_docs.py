@@ -146,6 +146,13 @@ def check_three_methods(work: Path, output: str) -> None:
         assert _records(run)[0]["strategy"] == ("mcmc" if method.endswith("mcmc") else "default")
 
 
+def check_lite(work: Path, output: str) -> None:
+    (run,) = _runs(work, "splat-plus-lite")
+    assert _records(run)[0]["strategy"] == "efficient"
+    (ply,) = (run / "export").glob("*.ply")
+    assert _ply_vertices(ply) > 0
+
+
 def check_torchrun_cpu(work: Path, output: str) -> None:
     assert "using 2" in output and "torchrun" in output, output[-3000:]
     (run,) = _runs(work)
@@ -214,6 +221,7 @@ RUNS: Dict[Tuple[str, str], Run] = {
         check_resume, steps=30, after_quickstart=True
     ),
     ("docs/benchmarks.md", "--device-type cpu --methods splat-plus"): Run(check_benchmark),
+    ("docs/strategies.md", "ns-train splat-plus-lite"): Run(check_lite, steps=96),
 }
 """(page, a piece of the block) -> what running it must leave behind."""
 

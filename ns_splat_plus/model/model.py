@@ -60,8 +60,10 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     """Sort each Gaussian into the tiles where its opacity can reach alpha 1/255 (the rasterizer skips it
     everywhere else) instead of gsplat's whole 3-sigma square: bitwise the same images, fewer tile
     entries to sort and rasterize, forward and backward. False: gsplat's tiles."""
-    strategy: Literal["default", "mcmc"] = "default"
-    """Densification: gsplat's DefaultStrategy (splatfacto's) or MCMCStrategy, both instrumented."""
+    strategy: Literal["default", "mcmc", "efficient"] = "default"
+    """Densification: gsplat's DefaultStrategy (splatfacto's), MCMCStrategy, or efficient (FastGS's multi-view
+    error-guided densify and prune under a budget that grows with the resolution; docs/strategies.md), all
+    instrumented."""
     # --- densification records and gradient checks (strategy/) ---
     instrumentation: bool = True
     """Record refine events and gradient summaries (densification.jsonl, writer, console, callbacks) and
@@ -91,6 +93,26 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     mcmc_scale_reg: float = 0.01
     """MCMC strategy: weight of the mean-scale regulariser (0.01 in gsplat's and nerfstudio's MCMC recipes).
     MCMC relocates Gaussians at or below --pipeline.model.cull-alpha-thresh, as upstream does."""
+    efficient_num_views: int = 10
+    """Efficient strategy: training views rendered at each refine to score the Gaussians (FastGS: 10)."""
+    efficient_loss_thresh: float = 0.1
+    """Efficient strategy: a pixel is high-error where its L1 error, min-max normalised over the view, is over this."""
+    efficient_densify_score: float = 1.0
+    """Efficient strategy: grow only Gaussians (with a high 2D gradient) whose blend-weighted coverage of
+    high-error pixels, averaged over the views, is over this many full-resolution pixels."""
+    efficient_prune_score: float = 0.9
+    """Efficient strategy: score pruning removes Gaussians whose loss-weighted score, normalised to [0, 1], is over this."""
+    efficient_score_prune_every: int = 10
+    """Efficient strategy: score pruning every this many refines (0: never)."""
+    efficient_prune_fraction: float = 0.5
+    """Efficient strategy: the fraction of the transparent / too large Gaussians pruned per refine, those with the
+    highest loss-weighted score first (FastGS: 0.5; 1.0: all of them, as the default strategy)."""
+    efficient_max_gaussians: int = 0
+    """Efficient strategy: the Gaussian budget's cap; 0: (1 + efficient-budget-growth) x the initial count."""
+    efficient_budget_growth: float = 5.0
+    """Efficient strategy: with efficient-max-gaussians 0, the cap is (1 + this) x the initial count (DashGaussian's 5)."""
+    efficient_max_growth_per_refine: float = 0.2
+    """Efficient strategy: at most this fraction of the Gaussians is added per refine (0: no limit)."""
     empty_cache_after_refine: bool = True
     """torch.cuda.empty_cache() after each refine (splatfacto's habit). Skipped anyway when
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is set, the alternative that avoids fragmentation
@@ -167,6 +189,18 @@ class SplatPlusModel(SplatfactoModel):
         options = StrategyOptions.from_model_config(self.config, self.num_train_data, batch, rng_seed=seed)
         self.strategy = build_strategy(options)
         self.strategy_state = self.strategy.initialize_state(scene_scale=1.0)
+        if hasattr(self.strategy, "views"):  # the efficient strategy renders training views at its refines
+            self.strategy.views = getattr(self, "refine_views", None)
+
+    def get_training_callbacks(self, training_callback_attributes):
+        """splatfacto's callbacks; the efficient strategy also gets the training views it renders at a
+        refine (:class:`~ns_splat_plus.model.refine_views.RefineViews`, over the pipeline's datamanager)."""
+        if hasattr(self.strategy, "views"):
+            from ns_splat_plus.model.refine_views import RefineViews
+
+            self.refine_views = RefineViews(self, training_callback_attributes.pipeline.datamanager)
+            self.strategy.views = self.refine_views
+        return super().get_training_callbacks(training_callback_attributes)
 
     def set_cameras_per_step(self, cameras_per_step: int) -> None:
         """B cameras per step (the datamanager's option; the pipeline calls this before training):

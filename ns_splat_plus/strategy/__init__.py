@@ -1,9 +1,10 @@
-"""Densification, shaped like ``gsplat.strategy``: instrumented Default and MCMC strategies.
+"""Densification, shaped like ``gsplat.strategy``: instrumented Default, MCMC and Gaussian-efficient strategies.
 
 Entry points: :func:`build_strategy` with :class:`StrategyOptions` (what the model calls),
 :func:`attach_to_trainer` (records into the run directory), :func:`register_callback` (user
 callbacks on densification records). Modules: ``default.py`` / ``mcmc.py`` (the strategies),
-``monitor.py`` (the per-step gradient monitor), ``stats.py`` (statistics behind decisions),
+``efficient.py`` (multi-view error-guided densification under a budget) with ``multiview.py`` (its
+scores), ``monitor.py`` (the per-step gradient monitor), ``stats.py`` (statistics behind decisions),
 ``records.py`` (records, sinks, callbacks), ``mcmc_torch.py`` (MCMC kernels in PyTorch, for the CPU).
 """
 
@@ -15,10 +16,13 @@ from ns_splat_plus.strategy.build import (
     attach_to_trainer,
     build_strategy,
     options_given,
+    strategy_name,
 )
 from ns_splat_plus.strategy.default import InstrumentedDefaultStrategy
+from ns_splat_plus.strategy.efficient import InstrumentedEfficientStrategy, gaussian_budget
 from ns_splat_plus.strategy.mcmc import InstrumentedMCMCStrategy
 from ns_splat_plus.strategy.monitor import GradientMonitor, seeded_rng
+from ns_splat_plus.strategy.multiview import RefineViewSource, high_error_mask, multiview_scores, sample_views
 from ns_splat_plus.strategy.records import (
     EVENTS,
     JSONL_NAME,
@@ -40,11 +44,18 @@ __all__ = [
     "DensificationLog",
     "GradientMonitor",
     "InstrumentedDefaultStrategy",
+    "InstrumentedEfficientStrategy",
+    "RefineViewSource",
+    "gaussian_budget",
+    "high_error_mask",
+    "multiview_scores",
+    "sample_views",
     "InstrumentedMCMCStrategy",
     "InstrumentedStrategy",
     "StrategyOptions",
     "attach_to_trainer",
     "build_strategy",
+    "strategy_name",
     "console_line",
     "grad2d_statistics",
     "load_callback",

@@ -17,10 +17,11 @@ from ns_splat_plus import upstream
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.schedule import scaled_steps
 from ns_splat_plus.strategy.default import InstrumentedDefaultStrategy
+from ns_splat_plus.strategy.efficient import InstrumentedEfficientStrategy
 from ns_splat_plus.strategy.mcmc import InstrumentedMCMCStrategy
 from ns_splat_plus.strategy.records import DensificationLog
 
-InstrumentedStrategy = Union[InstrumentedDefaultStrategy, InstrumentedMCMCStrategy]
+InstrumentedStrategy = Union[InstrumentedDefaultStrategy, InstrumentedMCMCStrategy, InstrumentedEfficientStrategy]
 
 MCMC_RECIPE = {"cull_alpha_thresh": 0.005, "stop_split_at": 25000}
 """nerfstudio's splatfacto-mcmc recipe (``splat-plus-mcmc``): relocate at opacity <= 0.005, refine until 25000."""
@@ -59,7 +60,7 @@ class StrategyOptions:
     """Everything :func:`build_strategy` needs, in gsplat's names. Built from the model config by
     :meth:`from_model_config` (the one place that maps splatfacto's option names to gsplat's)."""
 
-    strategy: Literal["default", "mcmc"]
+    strategy: Literal["default", "mcmc", "efficient"]
     refine_start_iter: int
     refine_stop_iter: int
     refine_every: int
@@ -87,6 +88,16 @@ class StrategyOptions:
     rng_seed: int
     callbacks: Tuple[str, ...] = ()
     empty_cache_after_refine: bool = True
+    # InstrumentedEfficientStrategy (multi-view scores, budget); also uses the DefaultStrategy options
+    num_views: int = 10
+    loss_thresh: float = 0.1
+    densify_score: float = 1.0
+    prune_score: float = 0.9
+    score_prune_every: int = 10
+    prune_fraction: float = 0.5
+    max_gaussians: int = 0
+    budget_growth: float = 5.0
+    max_growth_per_refine: float = 0.2
 
     @classmethod
     def from_model_config(cls, config, num_train_data: int, world_size: int, rng_seed: int) -> "StrategyOptions":
@@ -120,11 +131,25 @@ class StrategyOptions:
             rng_seed=int(rng_seed),
             callbacks=tuple(config.densify_callbacks),
             empty_cache_after_refine=getattr(config, "empty_cache_after_refine", True),
+            **{
+                name: getattr(config, f"efficient_{name}", default)
+                for name, default in (
+                    ("num_views", 10),
+                    ("loss_thresh", 0.1),
+                    ("densify_score", 1.0),
+                    ("prune_score", 0.9),
+                    ("score_prune_every", 10),
+                    ("prune_fraction", 0.5),
+                    ("max_gaussians", 0),
+                    ("budget_growth", 5.0),
+                    ("max_growth_per_refine", 0.2),
+                )
+            },
         )
 
 
 def build_strategy(options: StrategyOptions) -> InstrumentedStrategy:
-    """The instrumented gsplat strategy ``options.strategy`` names (default or mcmc)."""
+    """The instrumented strategy ``options.strategy`` names (default, mcmc or efficient)."""
     if options.refine_every <= 0:
         from ns_splat_plus.errors import UserInputError
 
@@ -149,9 +174,23 @@ def build_strategy(options: StrategyOptions) -> InstrumentedStrategy:
         return InstrumentedMCMCStrategy(
             cap_max=options.cap_max, noise_lr=options.noise_lr, min_opacity=options.min_opacity, **common
         )
-    if options.strategy != "default":
-        raise ValueError(f"unknown densification strategy {options.strategy!r}: use 'default' or 'mcmc'")
-    return InstrumentedDefaultStrategy(
+    if options.strategy not in ("default", "efficient"):
+        raise ValueError(f"unknown densification strategy {options.strategy!r}: use 'default', 'mcmc' or 'efficient'")
+    efficient = {}
+    if options.strategy == "efficient":
+        efficient = dict(
+            num_views=options.num_views,
+            loss_thresh=options.loss_thresh,
+            densify_score=options.densify_score,
+            prune_score=options.prune_score,
+            score_prune_every=options.score_prune_every,
+            prune_fraction=options.prune_fraction,
+            max_gaussians=options.max_gaussians,
+            budget_growth=options.budget_growth,
+            max_growth_per_refine=options.max_growth_per_refine,
+        )
+    cls = InstrumentedEfficientStrategy if options.strategy == "efficient" else InstrumentedDefaultStrategy
+    return cls(
         prune_opa=options.prune_opa,
         grow_grad2d=options.grow_grad2d,
         grow_scale3d=options.grow_scale3d,
@@ -163,8 +202,16 @@ def build_strategy(options: StrategyOptions) -> InstrumentedStrategy:
         pause_refine_after_reset=options.pause_refine_after_reset,
         absgrad=options.absgrad,
         revised_opacity=False,
+        **efficient,
         **common,
     )
+
+
+def strategy_name(strategy) -> str:
+    """``default``, ``mcmc`` or ``efficient``: the ``--pipeline.model.strategy`` that built ``strategy``."""
+    if isinstance(strategy, MCMCStrategy):
+        return "mcmc"
+    return "efficient" if isinstance(strategy, InstrumentedEfficientStrategy) else "default"
 
 
 def attach_to_trainer(trainer) -> None:
@@ -199,6 +246,15 @@ def attach_to_trainer(trainer) -> None:
                 "cap_max",
                 "noise_lr",
                 "min_opacity",
+                "num_views",
+                "loss_thresh",
+                "densify_score",
+                "prune_score",
+                "score_prune_every",
+                "prune_fraction",
+                "max_gaussians",
+                "budget_growth",
+                "max_growth_per_refine",
             )
             if hasattr(strategy, k)
         }
@@ -206,7 +262,7 @@ def attach_to_trainer(trainer) -> None:
             {
                 "step": upstream.start_step(trainer),
                 "event": "start",
-                "strategy": "mcmc" if isinstance(strategy, MCMCStrategy) else "default",
+                "strategy": strategy_name(strategy),
                 "num_gaussians": int(model.num_points),
                 "world_size": collectives.get_world_size(),
                 "settings": settings,

@@ -25,7 +25,8 @@ from ns_splat_plus.strategy.records import DensificationLog, fmt_number
 from ns_splat_plus.strategy.stats import StepGradients, write_step_stats
 
 
-def _step_seed(run_seed: int, step: int) -> int:
+def step_seed(run_seed: int, step: int) -> int:
+    """The seed of every draw made at ``step`` of a run seeded ``run_seed`` (the same on every rank)."""
     return (int(run_seed) * 1_000_003 + int(step) * 7_919 + 0x5EED) % (2**63 - 1)
 
 
@@ -36,7 +37,7 @@ def seeded_rng(run_seed: int, step: int, device: torch.device, numpy_too: bool =
     cuda_index = None
     if device.type == "cuda":
         cuda_index = device.index if device.index is not None else torch.cuda.current_device()
-    seed = _step_seed(run_seed, step)
+    seed = step_seed(run_seed, step)
     with torch.random.fork_rng(devices=[] if cuda_index is None else [cuda_index]):
         torch.default_generator.manual_seed(seed)
         if cuda_index is not None:

@@ -187,11 +187,13 @@ class DensificationLog:
         step, event = record["step"], record["event"]
         scalars: Dict[str, Any] = {}
         if event == "refine":
-            for key in ("duplicated", "split", "pruned", "relocated", "added", "num_gaussians"):
+            for key in ("duplicated", "split", "pruned", "relocated", "added", "num_gaussians", "budget"):
                 if key in record:
                     scalars[f"Densify/{key}"] = record[key]
             for key, value in (record.get("grad2d") or {}).items():
                 scalars[f"Densify/grad2d_{key}"] = value
+            for key, value in (record.get("coverage") or {}).items():  # the efficient strategy's multi-view scores
+                scalars[f"Densify/coverage_{key}"] = value
         elif event == "gradient_summary":
             for key in ("norm_mean", "norm_max", "norm_max_median", "zero_steps", "visible_mean"):
                 scalars[f"Gradients/means2d_{key}"] = record.get(key)
@@ -209,6 +211,8 @@ def console_line(record: Record) -> Optional[str]:
         else:
             counts = f"+{record['duplicated']} duplicated, +{record['split']} split, -{record['pruned']} pruned"
         text = f"Densify step {step}: {counts} -> {record['num_gaussians']} Gaussians"
+        if record.get("budget") is not None:
+            text += f" (budget {record['budget']})"
         g = record.get("grad2d")
         if g:
             text += (
