@@ -207,3 +207,18 @@ def test_torchrun_two_ranks_hold_their_shards_and_evaluate_once(tmp_path):
     for key, event in in_training.items():
         assert event.value == pytest.approx(report["results"][key], abs=1e-4), key
     assert math.isfinite(report["results"]["psnr"])
+
+
+def test_decoding_threads_are_shared_by_the_ranks_of_a_node(monkeypatch):
+    """Each rank decodes only its shard: the node's CPUs (this process's affinity, as SLURM or taskset
+    set it) are divided among its ranks, up to 8 each; nerfstudio's max_thread_workers wins when set."""
+    from ns_splat_plus.training.images import plan
+
+    monkeypatch.setattr(plan.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert plan.default_workers(None) == 8  # one rank: capped at 8
+    assert plan.default_workers(None, ranks_on_node=4) == 4
+    assert plan.default_workers(None, ranks_on_node=8) == 2
+    assert plan.default_workers(None, ranks_on_node=32) == 1
+    assert plan.default_workers(3, ranks_on_node=8) == 3
+    monkeypatch.setattr(plan.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)  # a 2-CPU allocation
+    assert plan.default_workers(None) == 2

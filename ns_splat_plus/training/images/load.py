@@ -106,7 +106,9 @@ def load_train_images(datamanager):
         ranks_on_node=min(image_plan.ranks_on_this_node(), world_size) if world_size > 1 else 1,
     )
     if plan.mode == "host":  # start-up decoding: as many threads as nerfstudio's option allows
-        plan = dataclasses.replace(plan, workers=image_plan.default_workers(config.max_thread_workers))
+        plan = dataclasses.replace(
+            plan, workers=image_plan.default_workers(config.max_thread_workers, plan.ranks_on_node)
+        )
     if rank == 0:
         CONSOLE.print(plan.describe())
 
@@ -147,7 +149,8 @@ def load_eval_images(datamanager) -> HostImageStore:
     clock = DecodeClock()
     decode = clock.timed(image_decode.image_decoder(dataset, originals, config.cache_images_type))
     store = load_host_images(
-        functools.partial(decode, record_intrinsics=True), share, image_plan.default_workers(config.max_thread_workers),
+        functools.partial(decode, record_intrinsics=True), share,
+        image_plan.default_workers(config.max_thread_workers, image_plan.ranks_on_this_node()),
         pin=_cuda_in_use(datamanager.device), description="Decoding eval images",
     )  # fmt: skip
     _undistort_others(dataset, originals, share)

@@ -139,5 +139,14 @@ def ranks_on_this_node() -> int:
     return 1
 
 
-def default_workers(configured: Optional[int]) -> int:
-    return configured if configured else max(1, min(8, os.cpu_count() or 1))
+def default_workers(configured: Optional[int], ranks_on_node: int = 1) -> int:
+    """Decoding threads of one rank: nerfstudio's ``max_thread_workers`` when set, else up to 8 of the CPUs
+    this process may run on (its affinity: what SLURM or taskset gave it, not the whole node), shared by
+    the ``ranks_on_node`` ranks of the node (each decodes only its own shard)."""
+    if configured:
+        return configured
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(8, cpus // max(1, ranks_on_node)))
