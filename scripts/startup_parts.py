@@ -76,8 +76,10 @@ def run_world(args, scene: Path, world: int) -> List[Dict[str, Any]]:
         raise SystemExit(f"W={world} failed (exit {proc.returncode}); log: {out / 'log.txt'}")
     run = out / "startup" / "splat-plus" / "run"
     records = [json.loads((run / "ranks" / f"startup_rank{r}.json").read_text()) for r in range(world)]
-    for record in records:
+    for r, record in enumerate(records):
         record["process_wall_seconds"] = time.perf_counter() - started
+        replica = run / "ranks" / f"rank{r}.json"  # written on several ranks: the final parameters' checksum
+        record["final_checksum"] = json.loads(replica.read_text()).get("final_checksum") if replica.exists() else None
     return records
 
 
@@ -99,6 +101,7 @@ def summarize(records: List[Dict[str, Any]]) -> Dict[str, Any]:
                 "peak_rss_bytes": memory.get("peak_rss_bytes"),
                 "to_first_step_end": rec["seconds_to_first_step_end"],
                 "parts": rec["parts_seconds"],
+                "final_checksum": rec.get("final_checksum"),
             }
         )
     worst = {key: max(r[key] for r in ranks) for key in ("bytes", "decode_seconds", "decode_cpu_seconds", "rss_bytes")}
@@ -108,8 +111,8 @@ def summarize(records: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 def table(results: Dict[int, Dict[str, Any]]) -> str:
     head = "| W | rank | images | MiB held | decode s (wall) | decode s (CPU) | RSS MiB | to 1st step end s | "
-    head += " | ".join(PARTS) + " |"
-    lines = [head, "|" + "---|" * (8 + len(PARTS))]
+    head += " | ".join(PARTS) + " | final checksum |"
+    lines = [head, "|" + "---|" * (9 + len(PARTS))]
     mib = float(1 << 20)
     for world, summary in results.items():
         for r in summary["ranks"]:
@@ -117,7 +120,7 @@ def table(results: Dict[int, Dict[str, Any]]) -> str:
             lines.append(
                 f"| {world} | {r['rank']} | {r['images']}/{r['of']} | {r['bytes'] / mib:.1f} | "
                 f"{r['decode_seconds']:.3f} | {r['decode_cpu_seconds']:.3f} | {(r['rss_bytes'] or 0) / mib:.0f} | "
-                f"{r['to_first_step_end']:.1f} | {parts} |"
+                f"{r['to_first_step_end']:.1f} | {parts} | {(r['final_checksum'] or '-')[:12]} |"
             )
     return "\n".join(lines)
 

@@ -15,7 +15,7 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 INDEX = BENCHMARKS / "README.md"
 COLUMNS = ["date", "GPU", "commit", "scene", "compared", "headline", "folder", "notes"]
-FOLDER_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-(h100|h200)(x\d+)?-[a-z0-9]+(-[a-z0-9]+)*$")
+FOLDER_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-(h100|h200|cpu)(x\d+)?-[a-z0-9]+(-[a-z0-9]+)*$")
 LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
 SCRIPT_CALL = re.compile(r"\bscripts/\w+\.py\b|\bns-train\b|\bpytest -m gpu\b")  # a tool, ns-train, or the GPU tests
 

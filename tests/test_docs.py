@@ -50,7 +50,10 @@ QUICKSTART = "python scripts/make_synthetic_scene.py scene/"
 NOT_RUN: Dict[Tuple[str, str], str] = {
     ("README.md", "git clone <repository URL>"): "installs from the network into the current environment",
     ("docs/multi-gpu.md", "--machine.num-devices 2"): "needs several CUDA GPUs (and a second node)",
-    ("docs/multi-gpu.md", "sbatch configs/slurm/single_node.sbatch"): "needs a SLURM cluster",
+    (
+        "docs/multi-gpu.md",
+        "sbatch configs/slurm/single_node.sbatch",
+    ): "GPU templates need GPUs; their CPU form runs under a local SLURM in tests/test_slurm.py",
     ("docs/speed-and-memory.md", "--large --views 1000"): "needs a CUDA GPU (gsplat renders 2M Gaussians)",
     ("docs/benchmarks.md", 'FOX="--data fox/'): "needs a CUDA GPU and real scenes (hours of training)",
     ("docs/development.md", "pytest -m gpu -q"): "needs a CUDA GPU",
