@@ -139,3 +139,25 @@ def assert_bitwise_equal(a, b, where: str = "state") -> None:
             assert_bitwise_equal(x, y, f"{where}[{i}]")
     else:
         assert a == b, f"{where}: {a} != {b}"
+
+
+def torchrun_worker_pids(launcher_pid: int) -> dict:
+    """{rank: pid} of the torchrun workers under ``launcher_pid`` (their environment holds RANK; Linux /proc)."""
+    import re
+    from pathlib import Path
+
+    ranks = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(re.search(r"PPid:\s+(\d+)", status).group(1)) != launcher_pid:
+            continue
+        for item in environ:
+            if item.startswith(b"RANK="):
+                ranks[int(item[5:])] = int(entry.name)
+    return ranks

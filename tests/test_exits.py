@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from inprocess import console_script
+from inprocess import console_script, torchrun_worker_pids
 from test_bad_inputs import SPEC, _env, checkpoints, run_dir, train_cmd
 
 from splatbench.scenes import make_scene
@@ -200,7 +200,7 @@ def test_sigterm_to_one_rank_stops_every_rank_with_one_message(scene, tmp_path):
     deadline = time.time() + 240
     while not run.played() and run.proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    os.kill(_worker_pid(run.proc.pid, 1), signal.SIGTERM)
+    os.kill(torchrun_worker_pids(run.proc.pid)[1], signal.SIGTERM)
     signalled = time.time()
     status, output, ended = run.finish()
     assert ended - signalled < 60
@@ -227,18 +227,3 @@ def test_an_error_on_one_rank_ends_the_others_at_once_with_its_message_only(scen
     assert "ValueError: injected fault at step" in output
     summary = output[output.index("Root Cause") :]  # torchrun's summary names the error, not "To enable traceback"
     assert "splat-plus: ValueError: injected fault at step" in summary, summary
-
-
-def _worker_pid(launcher_pid: int, rank: int) -> int:
-    """The pid of the torchrun worker of ``rank`` under ``launcher_pid`` (its environment holds RANK)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if int(re.search(r"PPid:\s+(\d+)", status).group(1)) == launcher_pid and f"RANK={rank}".encode() in environ:
-            return int(entry.name)
-    raise AssertionError(f"no worker of rank {rank} under {launcher_pid}")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from inprocess import build_trainer, close_writers, console_script, trainer_config  # noqa: E402
+from inprocess import build_trainer, close_writers, console_script, torchrun_worker_pids, trainer_config  # noqa: E402
 from test_bad_inputs import (  # noqa: E402
     SPEC,
     _env,
@@ -324,24 +324,6 @@ def test_sigint_during_an_evaluation_is_acknowledged_at_once_and_stops_after_it(
 # --- 20. a hung rank ------------------------------------------------------------------------------
 
 
-def _rank_pids(launcher_pid: int) -> dict:
-    """{rank: pid} of the torchrun workers under ``launcher_pid`` (their environment holds RANK)."""
-    ranks = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        ppid = int(re.search(r"PPid:\s+(\d+)", status).group(1))
-        for item in environ:
-            if ppid == launcher_pid and item.startswith(b"RANK="):
-                ranks[int(item[5:])] = int(entry.name)
-    return ranks
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_hung_rank_is_named_by_the_ranks_that_time_out(scene, tmp_path):
@@ -355,7 +337,7 @@ def test_a_hung_rank_is_named_by_the_ranks_that_time_out(scene, tmp_path):
     run = Launched(cmd, env=env)
     run.wait_for("^Start-up: ")
     time.sleep(2)  # a few steps, every collective answered
-    pids = _rank_pids(run.proc.pid)
+    pids = torchrun_worker_pids(run.proc.pid)
     assert sorted(pids) == [0, 1], pids
     os.kill(pids[1], signal.SIGSTOP)
     try:

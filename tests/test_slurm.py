@@ -74,6 +74,19 @@ def _job_env(scene: Path, out: Path, **extra: str) -> Dict[str, str]:
     }
 
 
+def _two_ranks_completed(info: dict, log: Path, run: Path, placement: str) -> Path:
+    """Assert that a 2-rank CPU job completed with exit 0 on ``placement``, trained to step 29 through at
+    least two refines, and ended with identical replicas; returns its run directory."""
+    output = log.read_text()
+    assert (info["JobState"], info["ExitCode"]) == ("COMPLETED", "0:0"), output[-5000:]
+    assert f"splat-plus: using 2 CPU processes (0 GPUs) via slurm ({placement}, gloo)" in output
+    ranks = _ranks(run, 2)
+    assert [r["final_step"] for r in ranks] == [29, 29]
+    assert len(_refines(run)) >= 2
+    assert ranks[0]["final_checksum"] == ranks[1]["final_checksum"] is not None
+    return run
+
+
 def _ranks(run: Path, world: int) -> List[dict]:
     return [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in range(world)]
 
@@ -110,14 +123,7 @@ def test_single_node_template_trains_two_cpu_tasks(tmp_path, scene):
         info = cluster.wait_for(job, DONE, timeout=400)
     finally:
         cluster.stop()
-    output = log.read_text()
-    assert (info["JobState"], info["ExitCode"]) == ("COMPLETED", "0:0"), output[-5000:]
-    assert "splat-plus: using 2 CPU processes (0 GPUs) via slurm (1 node x 2 processes, gloo)" in output
-    run = tmp_path / "out" / "scene" / "splat-plus" / "one"
-    ranks = _ranks(run, 2)
-    assert [r["final_step"] for r in ranks] == [29, 29]
-    assert len(_refines(run)) >= 2
-    assert ranks[0]["final_checksum"] == ranks[1]["final_checksum"] is not None
+    run = _two_ranks_completed(info, log, tmp_path / "out" / "scene" / "splat-plus" / "one", "1 node x 2 processes")
     assert list((run / "nerfstudio_models").glob("*.ckpt")) == [run / "nerfstudio_models" / "step-000000029.ckpt"]
 
 
@@ -202,11 +208,4 @@ def test_multi_node_template_runs_two_nodes(tmp_path, scene):
         info = cluster.wait_for(job, DONE, timeout=400)
     finally:
         cluster.stop()
-    output = log.read_text()
-    assert (info["JobState"], info["ExitCode"]) == ("COMPLETED", "0:0"), output[-5000:]
-    assert "splat-plus: using 2 CPU processes (0 GPUs) via slurm (2 nodes x 1 processes, gloo)" in output
-    run = tmp_path / "out" / "scene" / "splat-plus" / "two"
-    ranks = _ranks(run, 2)
-    assert [r["final_step"] for r in ranks] == [29, 29]
-    assert len(_refines(run)) >= 2
-    assert ranks[0]["final_checksum"] == ranks[1]["final_checksum"] is not None
+    _two_ranks_completed(info, log, tmp_path / "out" / "scene" / "splat-plus" / "two", "2 nodes x 1 processes")

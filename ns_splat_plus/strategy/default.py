@@ -101,17 +101,22 @@ class InstrumentedDefaultStrategy(GradientMonitor, DefaultStrategy):
             self._close_step(step)  # refinement is over: statistics every stats_every_after_refine steps
         self._step_grads = None
 
-    def _refine(self, params, optimizers, state, step: int) -> None:
-        device = params["means"].device
+    def _reduce_statistics(self, params, state) -> None:
+        """The accumulated statistics (``grad2d``, ``count`` [N], ``radii`` [N]) summed (radii: max) over
+        the ranks, so every rank decides the same; zeros where this rank saw no Gaussian since the last refine."""
         n = len(params["means"])
         for key in ("grad2d", "count") + (("radii",) if self.refine_scale2d_stop_iter > 0 else ()):
             if state.get(key) is None:
-                state[key] = torch.zeros(n, device=device)
-        # the same statistics on every rank before anyone decides
+                state[key] = torch.zeros(n, device=params["means"].device)
         collectives.all_reduce(state["grad2d"], "SUM")
         collectives.all_reduce(state["count"], "SUM")
         if self.refine_scale2d_stop_iter > 0:
             collectives.all_reduce(state["radii"], "MAX")
+
+    def _refine(self, params, optimizers, state, step: int) -> None:
+        device = params["means"].device
+        n = len(params["means"])
+        self._reduce_statistics(params, state)  # the same statistics on every rank before anyone decides
         stats = grad2d_statistics(state["grad2d"], state["count"], self.grow_grad2d) if self.instrumentation else None
         if stats is not None and step < self.refine_scale2d_stop_iter:
             # gsplat also splits Gaussians that were large on screen, whatever their gradient

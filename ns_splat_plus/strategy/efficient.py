@@ -106,14 +106,7 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
             )
         device = params["means"].device
         n = len(params["means"])
-        for key in ("grad2d", "count") + (("radii",) if self.refine_scale2d_stop_iter > 0 else ()):
-            if state.get(key) is None:
-                state[key] = torch.zeros(n, device=device)
-        # the same statistics and scores on every rank before anyone decides
-        collectives.all_reduce(state["grad2d"], "SUM")
-        collectives.all_reduce(state["count"], "SUM")
-        if self.refine_scale2d_stop_iter > 0:
-            collectives.all_reduce(state["radii"], "MAX")
+        self._reduce_statistics(params, state)  # the same statistics and scores on every rank before anyone decides
         views = sample_views(self.views.num_views(), self.num_views, self.rng_seed, step)
         scores = multiview_scores(self.views, views, self.loss_thresh, n, device)
         per_view = scores.per_view_coverage()
