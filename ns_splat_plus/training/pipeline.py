@@ -7,13 +7,11 @@ replace the nn.Parameter objects whenever they densify, after which DDP silently
 
 Evaluation on W ranks: the all-images evaluation is split (each rank scores its share of the eval
 images and every rank gets the whole result, :mod:`ns_splat_plus.evaluation`); the single-image and
-eval-loss evaluations run on rank 0 alone (the only rank that writes), the others return placeholders
-that nerfstudio's ``eval_iteration`` accepts. Each rank's start-up record: :mod:`.rank_record`.
+eval-loss evaluations run on rank 0 alone (the only rank that writes: ``SplatPlusTrainer.eval_iteration``). Each rank's start-up record: :mod:`.rank_record`.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Literal, Optional, Type
@@ -72,19 +70,11 @@ class SplatPlusPipeline(VanillaPipeline):
         return callbacks
 
     def get_eval_loss_dict(self, step: int):
-        if not collectives.is_main_process():  # rank 0 alone evaluates (and writes) it
-            return {}, {"eval_loss_on_rank_0_only": torch.zeros(())}, {}
         outputs, _, _, metrics, _, losses = evaluation.evaluate_one_image(self, with_loss=True)
         evaluation.memory_tracker(self.device).log(step)
         return outputs, losses, metrics
 
     def get_eval_image_metrics_and_images(self, step: int):
-        if not collectives.is_main_process():  # rank 0 alone evaluates (and writes) it
-            # nerfstudio divides num_rays by the duration of this call: let the clock (time.time) tick once
-            start = time.time()
-            while time.time() == start:
-                pass
-            return {"num_rays": 0}, {}
         _, _, _, metrics, images, _ = evaluation.evaluate_one_image(self)
         evaluation.memory_tracker(self.device).log(step)
         return metrics, images

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import List, Optional, Type
 
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
+from nerfstudio.utils.decorators import check_eval_enabled
+from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import evaluation, strategy, upstream
@@ -257,6 +259,16 @@ class SplatPlusTrainer(Trainer):
 
     def train_iteration(self, step: int):
         return optimize(self, step)
+
+    @check_eval_enabled  # as nerfstudio's: the same condition on every rank (the logger config)
+    def eval_iteration(self, step: int) -> None:
+        """nerfstudio's evaluations on rank 0. On the other ranks only the all-images evaluation, which
+        is split across the ranks and gathered (a collective every rank joins); the eval-batch and
+        one-image evaluations are rank 0's alone, the only rank that writes."""
+        if collectives.is_main_process():
+            super().eval_iteration(step)
+        elif step_check(step, self.config.steps_per_eval_all_images):
+            self.pipeline.get_average_eval_image_metrics(step=step)
 
     def train(self) -> None:
         with uncaught.interrupted_before_training(self.base_dir, "during warmup", self.rank):  # no loop handler yet
