@@ -337,7 +337,8 @@ def check_prefetched_batches(scene: Path, device: str, cameras_per_step: int, im
             assert not any(torch.equal(expected[i], expected[j]) for j in range(i)), f"image {i} repeats"
         poses = dataset.cameras.camera_to_worlds.to(device)
         verdicts, draws = [], []
-        steps = -(-2 * n // cameras_per_step)
+        per_epoch = -(-n // cameras_per_step)  # steps of one epoch (its last one wraps when B does not divide n)
+        steps = 2 * per_epoch
         for step in range(steps):
             if cuda and step % 4 == 0:
                 _stall_compute_stream()
@@ -367,7 +368,8 @@ def check_prefetched_batches(scene: Path, device: str, cameras_per_step: int, im
             if not all(results[2 * step + k])
         ]
         assert not wrong, f"steps whose images or poses are not those of their cameras: {wrong}"
-        assert sorted(i for d in draws for i in d) == sorted(list(range(n)) * 2)  # two epochs, every camera twice
+        for epoch in range(2):  # two epochs, every camera in each
+            assert sorted({i for d in draws[epoch * per_epoch : (epoch + 1) * per_epoch] for i in d}) == list(range(n))
         prefetcher = datamanager._prefetcher
         return {"hits": prefetcher.hits, "misses": prefetcher.misses, "draws": draws}
     finally:
