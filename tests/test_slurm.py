@@ -137,10 +137,11 @@ def test_stopped_job_saves_a_checkpoint_and_resumes_to_the_end(tmp_path, scene):
     cluster = slurm_cluster.start_cluster(tmp_path / "slurm")
     env = _job_env(scene, tmp_path / "out", DEVICE_TYPE="cpu", RUN_NAME="long")
     args = [*CPU_JOB, "--ntasks-per-node=2"]
-    # steps 0-99 on 2 ranks, refines every 10 steps from step 30 to 50
+    # steps 0-99 on 2 ranks, refines every 10 steps from step 10 to the end: each job's part (at least 24
+    # steps, between two stops agreed 25 steps apart) refines, wherever the stops fall (they follow the CPU's speed)
     train = [
         "--max-num-iterations", "200", "--pipeline.model.warmup-length", "20", "--pipeline.model.refine-every", "20",
-        "--pipeline.model.stop-split-at", "100", *TRAIN,
+        "--pipeline.model.stop-split-at", "200", *TRAIN,
     ]  # fmt: skip
     logs = [tmp_path / "job1.out", tmp_path / "job2.out"]
     try:
