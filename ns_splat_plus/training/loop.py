@@ -49,12 +49,7 @@ from ns_splat_plus.parallel import collectives, roll_call
 from ns_splat_plus.training import outputs
 from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.step import run_training_step
-from ns_splat_plus.training.stopping import (  # noqa: F401 (STOP_CHECK_EVERY: named here before stopping.py)
-    STOP_CHECK_EVERY,
-    STOP_TRAINING,
-    StopRequest,
-    TrainingInterrupted,
-)
+from ns_splat_plus.training.stopping import STOP_TRAINING, StopRequest, TrainingInterrupted
 from ns_splat_plus.upstream import note_running_time
 
 
