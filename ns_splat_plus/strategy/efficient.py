@@ -114,10 +114,10 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
         # prune: gsplat's DefaultStrategy tests, and FastGS's loss-weighted score every few refines
         max_scale = torch.exp(params["scales"]).max(dim=-1).values
         is_prune = torch.sigmoid(params["opacities"].flatten()) < self.prune_opa
-        if step > self.reset_every:
+        if step > self.reset_every:  # as gsplat's _prune_gs: the size tests only after the first opacity reset
             is_prune |= max_scale > self.prune_scale3d * state["scene_scale"]
-        if step < self.refine_scale2d_stop_iter:
-            is_prune |= state["radii"] > self.prune_scale2d
+            if step < self.refine_scale2d_stop_iter:
+                is_prune |= state["radii"] > self.prune_scale2d
         pruning = scores.pruning_score()
         n_prune_candidates = int(is_prune.sum().item())
         quota = int(self.prune_fraction * n_prune_candidates)
