@@ -203,21 +203,12 @@ def test_budget_grows_with_the_resolution_schedule():
 
 
 def _losses(config, steps):
-    """The training loss of each of ``steps`` steps (nerfstudio's loop body, callbacks included)."""
-    from nerfstudio.engine.callbacks import TrainingCallbackLocation
+    """The training loss of each of ``steps`` steps (the training loop's own step, callbacks included)."""
+    from ns_splat_plus.training.step import run_training_step
 
     trainer = build_trainer(config)
     close_writers()
-    losses = []
-    for step in range(steps):
-        trainer.step = step
-        trainer.pipeline.train()
-        for cb in trainer.callbacks:
-            cb.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-        loss, _, _ = trainer.train_iteration(step)
-        for cb in trainer.callbacks:
-            cb.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
-        losses.append(float(loss))
+    losses = [float(run_training_step(trainer, step)[0]) for step in range(steps)]
     return losses, trainer.pipeline.model.num_points
 
 
