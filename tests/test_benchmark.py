@@ -218,6 +218,50 @@ def test_train_commands_single_and_multi_gpu(tmp_path):
     assert "--machine.seed" not in other
 
 
+def test_seed_per_repeat_gives_each_repeat_its_own_seeds(tmp_path, monkeypatch):
+    """--seed-per-repeat: repeat k trains with --machine.seed k and camera-order seed k (the runs'
+    commands as the runner starts them); without it, every repeat has the method's defaults."""
+
+    class Started(Exception):
+        pass
+
+    def commands_started(argv):
+        settings = cli.settings_from_args(cli.build_parser().parse_args(argv))
+        started = []
+
+        def run_child(command, *args, **kwargs):
+            started.append(command)
+            raise Started
+
+        monkeypatch.setattr(children, "run_child", run_child)
+        for run in (r for batch in runner.plan_batches(settings) for r in batch):
+            job = runner.RunJob(settings, run, tmp_path)
+            assert job.prepare()
+            with pytest.raises(Started):
+                job.train()
+        return started
+
+    argv = [
+        "--scene-args",
+        SCENE_ARGS,
+        "--methods",
+        "splatfacto",
+        "splat-plus",
+        "--repeats",
+        "3",
+        "--device-type",
+        "cpu",
+    ]
+    seeds = {}
+    for command in commands_started(argv + ["--seed-per-repeat"]):
+        seed = command[command.index("--machine.seed") + 1]
+        assert command[command.index("--pipeline.datamanager.train-cameras-sampling-seed") + 1] == seed
+        assert command[-7:] == SCENE_ARGS.split()
+        seeds.setdefault(command[4], []).append(int(seed))
+    assert seeds == {"splatfacto": [1, 2, 3], "splat-plus": [1, 2, 3]}
+    assert not any("--machine.seed" in command for command in commands_started(argv))
+
+
 def test_variants_train_their_method_with_their_arguments_under_their_label(tmp_path, monkeypatch):
     """--variant LABEL=METHOD ARGS: B = 2 beside B = 1 in one command; the label names the run."""
     args = cli.build_parser().parse_args([

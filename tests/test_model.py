@@ -93,6 +93,45 @@ def test_the_loss_takes_its_ssim_from_the_configured_training_ssim(trainer, monk
     assert calls == [((1, 3, *outputs["rgb"].shape[:2]), True)]
 
 
+def test_renders_compile_nothing_and_give_splatfactos_view_matrices(trainer):
+    """A training and an evaluation render run eagerly: nerfstudio's ``get_viewmat`` is wrapped in
+    ``torch.compile``, whose Inductor compile costs seconds of every process start. The
+    eager :func:`world_to_camera` gives splatfacto's matrices bitwise (and the inverse of the pose)."""
+    from nerfstudio.models.splatfacto import get_viewmat
+
+    from ns_splat_plus import upstream
+    from ns_splat_plus.model.cameras import RENDER_CACHE, world_to_camera
+
+    model, datamanager = trainer.pipeline.model, trainer.pipeline.datamanager
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(0, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+    camera, _ = datamanager.next_train(0)
+    eval_camera, _ = datamanager.next_eval(0)
+    camera.metadata[RENDER_CACHE].clear()  # its view matrix is made again below
+    upstream.reset_dynamo()  # what an earlier test compiled compiles again if called
+    compiled = upstream.dynamo_frames_compiled()
+    model.get_outputs(camera)
+    model.eval()
+    try:
+        with torch.no_grad():
+            model.get_outputs(eval_camera.to(model.device))
+    finally:
+        model.train()
+    assert upstream.dynamo_frames_compiled() == compiled
+
+    c2w = torch.cat((camera.camera_to_worlds, eval_camera.camera_to_worlds.to(camera.camera_to_worlds)))
+    stretched = c2w.clone()
+    stretched[:, :3, :3] *= c2w.new_tensor([1.0, 2.0, 0.5])  # not rigid: the formula, not an inverse
+    c2w = torch.cat((c2w, stretched))
+    ours = world_to_camera(c2w)
+    assert torch.equal(ours, get_viewmat(c2w))  # nerfstudio's, compiled (it counts a frame here)
+    assert upstream.dynamo_frames_compiled() > compiled
+    flipped = torch.cat((c2w[:, :3, :3] * c2w.new_tensor([1.0, -1.0, -1.0]), c2w[:, :3, 3:]), dim=2)
+    pose = torch.cat((flipped, c2w.new_tensor([0.0, 0.0, 0.0, 1.0]).expand(len(c2w), 1, 4)), dim=1)
+    eye = torch.eye(4).expand(len(c2w), 4, 4)
+    assert torch.allclose(ours[:2] @ pose[:2], eye[:2], atol=1e-5)  # rigid poses: the inverse
+
+
 def test_training_cameras_are_made_once_and_keep_their_view_matrix_and_intrinsics(trainer, monkeypatch):
     """A camera's [1] Cameras is sliced once and handed out at each of its steps; the model keeps its
     view matrix, its inverse (handed to the rasterizer) and K in the camera's render cache: the same

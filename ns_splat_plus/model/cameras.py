@@ -13,7 +13,6 @@ from typing import List, Optional, Tuple
 
 import torch
 from nerfstudio.cameras.cameras import Cameras
-from nerfstudio.models.splatfacto import get_viewmat
 
 HOST_IMAGE_SIZE = "host_image_size"
 """Camera metadata key: (height, width) of the training camera as host ints, so that the model
@@ -65,16 +64,40 @@ def concatenated_cameras(members: List[Cameras]) -> Cameras:
     )  # fmt: skip
 
 
+def world_to_camera(camera_to_worlds: torch.Tensor) -> torch.Tensor:
+    """splatfacto's ``get_viewmat``, run eagerly: gsplat's world-to-camera matrices of nerfstudio's poses
+    (OpenGL axes: y and z flipped), the rotation transposed and the translation ``-R^T t``.
+
+    nerfstudio wraps ``get_viewmat`` in ``torch.compile``: Inductor compiles its dozen small ops at a
+    process's first render (and again for a new batch size), seconds of every ``ns-train`` / ``ns-eval``
+    start, for matrices the model computes once per camera.
+
+    Args:
+        camera_to_worlds: [C, 3, 4] (or [C, 4, 4]) nerfstudio camera-to-world poses.
+
+    Returns:
+        [C, 4, 4] world-to-camera matrices.
+    """
+    R = camera_to_worlds[:, :3, :3] * camera_to_worlds.new_tensor([1.0, -1.0, -1.0])
+    T = camera_to_worlds[:, :3, 3:4]
+    R_inv = R.transpose(1, 2)
+    viewmat = torch.zeros(R.shape[0], 4, 4, device=R.device, dtype=R.dtype)
+    viewmat[:, :3, :3] = R_inv
+    viewmat[:, :3, 3:4] = -torch.bmm(R_inv, T)
+    viewmat[:, 3, 3] = 1.0
+    return viewmat
+
+
 def view_matrices(camera: Cameras) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``(viewmat [C, 4, 4], camtoworlds [C, 4, 4])`` of ``camera``'s own poses: splatfacto's
-    ``get_viewmat`` and its inverse (the camera centres of the spherical harmonics), kept in the
+    """``(viewmat [C, 4, 4], camtoworlds [C, 4, 4])`` of ``camera``'s own poses: :func:`world_to_camera`
+    and its inverse (the camera centres of the spherical harmonics), kept in the
     camera's render cache; for a batch (:data:`BATCH_MEMBERS`), its members' concatenated.
     ``torch.inverse`` on CUDA checks its result on the host (a synchronisation): once per camera."""
     members = (camera.metadata or {}).get(BATCH_MEMBERS)
     if members is not None:
         pairs = [view_matrices(member) for member in members]
         return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
-    viewmat = cached_for_camera(camera, "viewmat", lambda: get_viewmat(camera.camera_to_worlds))
+    viewmat = cached_for_camera(camera, "viewmat", lambda: world_to_camera(camera.camera_to_worlds))
     camtoworlds = cached_for_camera(camera, "camtoworlds", lambda: torch.inverse(viewmat))
     return viewmat, camtoworlds
 

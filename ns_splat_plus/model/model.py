@@ -30,14 +30,14 @@ from typing import Dict, List, Literal, Optional, Tuple, Type, Union
 import torch
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.model_components.lib_bilagrid import BilateralGrid, total_variation_loss
-from nerfstudio.models.splatfacto import SplatfactoModel, SplatfactoModelConfig, get_viewmat
+from nerfstudio.models.splatfacto import SplatfactoModel, SplatfactoModelConfig
 from nerfstudio.utils.colors import get_color
 from nerfstudio.utils.rich_utils import CONSOLE
 from pytorch_msssim import SSIM
 
 from ns_splat_plus import upstream
 from ns_splat_plus.model import init
-from ns_splat_plus.model.cameras import camera_intrinsics, view_matrices
+from ns_splat_plus.model.cameras import camera_intrinsics, view_matrices, world_to_camera
 from ns_splat_plus.model.images import TrainingOutputs, composite, resize_images, strip_rows
 from ns_splat_plus.model.loss import photometric_loss
 from ns_splat_plus.model.metrics import image_metrics, psnr_on_device
@@ -236,7 +236,7 @@ class SplatPlusModel(SplatfactoModel):
         if optimized_camera_to_world is camera.camera_to_worlds:  # no pose correction: the same every step
             viewmat, camtoworlds = view_matrices(camera)
         else:
-            viewmat = get_viewmat(optimized_camera_to_world)
+            viewmat = world_to_camera(optimized_camera_to_world)
         scale = 1.0 / upstream.downscale_factor(self)
         K, W, H = camera_intrinsics(camera, scale)
         self.last_size = (H, W)

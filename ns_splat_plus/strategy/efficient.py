@@ -25,6 +25,7 @@ alarms, seeded draws. Each refine writes a ``refine`` record with the new scores
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
@@ -104,6 +105,7 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
                 "the efficient strategy renders training views at each refine, and none were attached: the model "
                 "attaches them when training starts (SplatPlusModel.get_training_callbacks)"
             )
+        started = time.perf_counter()
         device = params["means"].device
         n = len(params["means"])
         self._reduce_statistics(params, state)  # the same statistics and scores on every rank before anyone decides
@@ -137,6 +139,7 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
         n_prune, n_by_score, n_candidates = (
             int(v) for v in torch.stack((is_prune.sum(), by_score.sum(), is_grow.sum())).tolist()
         )
+        scored = time.perf_counter()  # the read above waited for the views' renders and scores
         initial = int(state[INITIAL_COUNT] if state.get(INITIAL_COUNT) is not None else n)
         downscale = int(self.views.downscale())
         budget = gaussian_budget(step, initial, self.cap(initial), downscale, self.refine_stop_iter, self.refine_every)
@@ -200,6 +203,8 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
                     "grad2d": stats,
                     "absgrad": self.absgrad,
                     "world_size": collectives.get_world_size(),
+                    # host clock, to the last read that waits for the GPU (the counts above)
+                    "seconds": {"scoring": scored - started, "total": time.perf_counter() - started},
                 }
             )
             self._after_refine_checks(step, stats)

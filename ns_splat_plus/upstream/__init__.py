@@ -55,6 +55,8 @@ torch 2.6-2.15: 2.11 on the GPU machine, 2.14 on the CPU one (:mod:`.torch_priva
   ``torch.load(weights_only=True)``                :func:`weights_only_safe` (nerfstudio #3683)
   ``distributed_c10d._get_default_store``         :func:`default_store` (the roll call after a failed collective)
   ``torch.utils.cpp_extension``'s logger           a filter dropping its "No CUDA runtime is found" line (CPU runs)
+  ``torch._dynamo.reset``, ``utils.counters``      :func:`reset_dynamo`, :func:`dynamo_frames_compiled` (tests: renders
+                                                   compile nothing)
 Triton 3.2-3.9: 3.6 with torch 2.11, 3.8 with torch 2.14 (:mod:`.gsplat_private`)
   ``CompiledKernel[grid](*args)``                  :func:`launch_compiled_triton` (no ``JITFunction.run``)
                                                    [probed; a TypeError at a launch: ``JITFunction.run``]

@@ -152,3 +152,20 @@ class _NoCudaRuntimeNote(logging.Filter):
 
 
 logging.getLogger("torch.utils.cpp_extension").addFilter(_NoCudaRuntimeNote())
+
+
+def dynamo_frames_compiled() -> int:
+    """How many Python frames ``torch.compile`` (TorchDynamo) has compiled in this process so far
+    (``torch._dynamo.utils.counters["frames"]["total"]``, which :func:`reset_dynamo` does not reset;
+    tests: splat-plus's renders compile nothing)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["frames"]["total"])
+
+
+def reset_dynamo() -> None:
+    """Forget every compiled frame (``torch._dynamo.reset()``), so that a compiled function compiles
+    again at its next call and :func:`dynamo_frames_compiled` sees it."""
+    import torch._dynamo
+
+    torch._dynamo.reset()

@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--concurrent-quality", action="store_true",
                         help="repeats 2..N of the 1-GPU runs train at the same time on one GPU (quality only: "
                         "their timing is discarded); repeat 1 of every method is timed alone")  # fmt: skip
+    parser.add_argument("--seed-per-repeat", action="store_true",
+                        help="repeat k trains with --machine.seed k and --pipeline.datamanager.train-cameras-sampling-seed k "
+                        "(the initial Gaussians and the camera order differ between repeats)")  # fmt: skip
     parser.add_argument("--gpu-busy-steps", type=int, default=0,
                         help="profile N training steps with torch.profiler (CUDA only): GPU busy time per step "
                         "and wall/busy (0: off; null on CPU)")  # fmt: skip
@@ -192,6 +195,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         repeats=args.repeats,
         first_repeat=args.first_repeat,
         concurrent_quality=args.concurrent_quality,
+        seed_per_repeat=args.seed_per_repeat,
         gpu_busy_steps=args.gpu_busy_steps,
         gpu_busy_start=args.gpu_busy_start,
         gpu_busy_at=args.gpu_busy_at,

@@ -53,9 +53,10 @@ def _fmt(value: Any, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def train_command(settings: BenchmarkSettings, method: str, num_gpus: int, run_dir: Path) -> List[str]:
+def train_command(settings: BenchmarkSettings, method: str, num_gpus: int, run_dir: Path, repeat: int = 1) -> List[str]:
     """The command that trains ``method`` (a name in ``settings.methods``: a method or a variant's
-    label) on ``num_gpus`` GPUs through the probe."""
+    label) on ``num_gpus`` GPUs through the probe; ``repeat``: its number (the seeds, with
+    ``settings.seed_per_repeat``)."""
     common = [
         "--output-dir", str(run_dir),
         "--timestamp", "bench",
@@ -76,6 +77,8 @@ def train_command(settings: BenchmarkSettings, method: str, num_gpus: int, run_d
         + settings.variant_args(method)
         + shlex.split(settings.method_args.get(method, ""))
     )
+    if settings.seed_per_repeat:
+        extra += ["--machine.seed", str(repeat), "--pipeline.datamanager.train-cameras-sampling-seed", str(repeat)]
     if num_gpus > 1:
         extra += shlex.split(settings.multi_gpu_args.replace("{W}", str(num_gpus)))
     probe_args = ["train", settings.nerfstudio_method(method), *common, *extra, *shlex.split(settings.scene_args)]
@@ -182,7 +185,7 @@ class RunJob:
         """Train; False when training failed (the record says why). ``sharing``: runs alongside."""
         settings, record, tag = self.settings, self.record, self.tag
         probe_path = self.run_dir / "benchmark_probe_train.json"
-        command = train_command(settings, self.plan.method, self.plan.num_gpus, self.run_dir)
+        command = train_command(settings, self.plan.method, self.plan.num_gpus, self.run_dir, self.plan.repeat)
         record["train_command"] = shlex.join(command)
         unit = "GPU(s)" if settings.device_type == "cuda" else "CPU process(es)"
         log_path = self.out_dir / "logs" / f"{tag}.train.log"

@@ -61,6 +61,9 @@ class BenchmarkSettings:
     first_repeat: int = 1  # the repeats are numbered first_repeat.. (a later command adds repeats: --merge)
     # repeats 2..N of the 1-GPU runs train at the same time on one GPU (quality only; timing discarded)
     concurrent_quality: bool = False
+    # repeat k trains with --machine.seed k and --pipeline.datamanager.train-cameras-sampling-seed k:
+    # the repeats sample the seeds' spread (the initial Gaussians and the camera order), not only the GPU's
+    seed_per_repeat: bool = False
     gpu_busy_steps: int = 0  # > 0: GPU busy time per step, torch.profiler over this many steps
     gpu_busy_start: Optional[int] = None  # first profiled step (default: centred on the timed steps)
     gpu_busy_at: Optional[float] = None  # the window at this fraction of each run's own steps
