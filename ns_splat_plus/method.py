@@ -121,14 +121,25 @@ LITE_STEPS_SCALER = 1.0 / 3.0
 """``splat-plus-lite`` trains splatfacto's schedule in a third of the camera iterations (FastGS trains 10k)."""
 LITE_REFINE_EVERY = 300
 """``splat-plus-lite``'s refine interval in splatfacto's step units (100 there): every 100 camera
-iterations after the steps scaler (FastGS: 500 of 10k); each refine renders 10 views twice."""
+iterations after the steps scaler (FastGS: 500 of 10k)."""
+LITE_CAMERAS_PER_STEP = 1
+"""One camera per step: the train peak grows with the cameras rendered at once (fox, one H100:
+0.62 GiB at 1, 1.03 at 2, 1.85 at 4, against splatfacto's 1.40; benchmarks/2026-11-26-h100-fox-lite-tuning)."""
+LITE_DENSIFY_SCORE = 6.0
+"""Grow only where a Gaussian covers over 6 full-resolution high-error pixels per view (the strategy's
+default is 1): 85k Gaussians instead of 112k on fox at the same PSNR (one run each, same folder)."""
+LITE_NUM_VIEWS = 5
+"""Views rendered per refine (FastGS: 10): half the scoring time, no loss of PSNR on fox (one run)."""
+LITE_RESOLUTION_SCHEDULE = 6000
+"""splatfacto's resolution schedule stretched twice (3000 there): a quarter, then half the resolution
+for the first 20 % and 40 % of the run (DashGaussian's coarse-to-fine), the budget growing with it."""
 
 
-def splat_plus_lite_trainer_config(cameras_per_step: int = FAST_CAMERAS_PER_STEP) -> SplatPlusTrainerConfig:
-    """splat-plus-fast's batching (B cameras per step, one fused Adam update) with the efficient
-    strategy (FastGS's multi-view densification under DashGaussian's budget, tied to splatfacto's
-    resolution schedule) and a third of splatfacto's schedule (``--steps-scaler`` 1/3). Trades some
-    quality for far fewer Gaussians and steps (docs/strategies.md)."""
+def splat_plus_lite_trainer_config(cameras_per_step: int = LITE_CAMERAS_PER_STEP) -> SplatPlusTrainerConfig:
+    """splat-plus with the efficient strategy (FastGS's multi-view densification under DashGaussian's
+    budget, tied to a stretched resolution schedule), a third of splatfacto's schedule (``--steps-scaler``
+    1/3) and the fused Adam update. Trades some time per Gaussian for far fewer Gaussians and steps
+    (docs/strategies.md)."""
     config = splat_plus_trainer_config("splat-plus-lite")
     config.pipeline.datamanager.cameras_per_step = cameras_per_step
     config.fused_adam = True
@@ -136,14 +147,17 @@ def splat_plus_lite_trainer_config(cameras_per_step: int = FAST_CAMERAS_PER_STEP
     model = config.pipeline.model
     model.strategy = "efficient"
     model.refine_every = LITE_REFINE_EVERY
+    model.efficient_densify_score = LITE_DENSIFY_SCORE
+    model.efficient_num_views = LITE_NUM_VIEWS
+    model.resolution_schedule = LITE_RESOLUTION_SCHEDULE
     return config
 
 
 splat_plus_lite = MethodSpecification(
     config=splat_plus_lite_trainer_config(),
     description=(
-        "splat-plus for few Gaussians and a short run: the efficient densification strategy (multi-view "
-        "error-guided, under a growing Gaussian budget), a third of splatfacto's schedule, "
-        f"{FAST_CAMERAS_PER_STEP} cameras per step and one fused Adam update (docs/strategies.md)"
+        "splat-plus for few Gaussians, little GPU memory and a short run: the efficient densification strategy "
+        "(multi-view error-guided, under a growing Gaussian budget), a third of splatfacto's schedule at one camera "
+        "per step with a longer coarse-to-fine resolution schedule, and one fused Adam update (docs/strategies.md)"
     ),
 )

@@ -302,7 +302,10 @@ def test_lite_preset_is_registered_and_splat_plus_keeps_splatfactos_recipe():
     assert "splat-plus-lite" in names
     lite = splat_plus_lite.config
     assert lite.method_name == "splat-plus-lite" and lite.pipeline.model.strategy == "efficient"
-    assert lite.pipeline.datamanager.cameras_per_step == 4 and lite.steps_scaler == pytest.approx(1 / 3)
+    assert lite.pipeline.datamanager.cameras_per_step == 1 and lite.steps_scaler == pytest.approx(1 / 3)
+    model = lite.pipeline.model
+    assert (model.efficient_densify_score, model.efficient_num_views, model.resolution_schedule) == (6.0, 5, 6000)
+    assert model.refine_every == 300 and lite.fused_adam
     assert splat_plus.config.pipeline.model.strategy == "default" and splat_plus.config.steps_scaler == 1.0
 
 
