@@ -862,6 +862,7 @@ def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, mo
     from splatbench.options import PROBE_OUT_ENV
 
     running, overlap, lock = [0], [0], threading.Lock()
+    training_at_eval = []  # how many trainings were running when each ns-eval started
 
     def fake_child(command, log_path, env, timeout_s, label):
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -870,7 +871,7 @@ def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, mo
             with lock:
                 running[0] += 1
                 overlap[0] = max(overlap[0], running[0])
-            time.sleep(0.3)
+            time.sleep(0.1 if "-r2" in label else 0.6)  # repeat 2 ends first
             with lock:
                 running[0] -= 1
             base = Path(command[command.index("--output-dir") + 1]) / "exp" / "bench"
@@ -880,6 +881,8 @@ def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, mo
                 {"steps": [0, 1, 2], "host_begin_s": [0, 0.01, 0.02], "host_end_s": [0.005, 0.015, 0.025], "train_s": 9.0,
                  "final_gaussians": 100}))  # fmt: skip
         else:
+            with lock:
+                training_at_eval.append(running[0])
             out = Path(command[command.index("--output-path") + 1])
             out.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8}}))
         return children.ChildResult(0, 0.3, False, log_path)
@@ -887,6 +890,8 @@ def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, mo
     monkeypatch.setattr(children, "run_child", fake_child)
     records = runner.run_batch(settings, batches[2], tmp_path)
     assert overlap[0] == 4  # the four quality repeats trained at the same time
+    # repeat 2's runs are evaluated while repeat 3's still train, not after the slowest training
+    assert len(training_at_eval) == 4 and max(training_at_eval) == 2
     assert [r["status"] for r in records] == ["ok"] * 4 and all(r["psnr"] == 25.0 for r in records)
     assert all(r["timing_valid"] is False and r["step_time_ms_median"] is None and r["train_wall_s"] is None
                for r in records)  # fmt: skip

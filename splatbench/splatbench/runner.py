@@ -7,7 +7,8 @@ pieces: :func:`plan_batches` (which runs, in which order, which of them at the s
 Order: for every GPU count, repeat k of every method before repeat k + 1 (A1 B1 A2 B2 ...), each
 repeat in its own run directory, one run at a time. ``concurrent_quality``: repeat 1 of every method
 is the timing run (alone, as above); repeats 2..N of the 1-GPU runs of all methods then train at the
-same time on the one GPU, are evaluated one after the other, and their timing figures are discarded.
+same time on the one GPU, each is evaluated as soon as its training ends (while the others still
+train), and their timing figures are discarded.
 ``first_repeat`` numbers a command's repeats from K, so that repeats made by separate commands (on
 separate machines: the timing runs in one, the quality repeats in another) combine with
 :func:`merge_results` into one report.
@@ -258,7 +259,9 @@ class RunJob:
 
 
 def run_batch(settings: BenchmarkSettings, batch: List[PlannedRun], out_dir: Path) -> List[Dict[str, Any]]:
-    """One run alone, or a concurrent batch: all train at the same time, then ns-eval one by one."""
+    """One run alone, or a concurrent batch: all start training at the same time, and each runs its
+    ns-eval as soon as its own training ends (the GPU stays shared instead of idling through the
+    evaluations one by one after the slowest training)."""
     jobs = [RunJob(settings, plan, out_dir) for plan in batch]
     ready = [job for job in jobs if job.prepare()]
     if len(batch) == 1 and not batch[0].concurrent:
@@ -266,11 +269,13 @@ def run_batch(settings: BenchmarkSettings, batch: List[PlannedRun], out_dir: Pat
             ready[0].evaluate()
         return [job.record for job in jobs]
     log(f"{len(ready)} quality runs at the same time: " + ", ".join(job.tag for job in ready))
-    with ThreadPoolExecutor(max_workers=max(1, len(ready))) as pool:
-        trained = list(pool.map(lambda job: job.train(sharing=len(ready) - 1), ready))
-    for job, ok in zip(ready, trained):
-        if ok and settings.run_eval:
+
+    def train_then_evaluate(job: RunJob) -> None:
+        if job.train(sharing=len(ready) - 1) and settings.run_eval:
             job.evaluate()
+
+    with ThreadPoolExecutor(max_workers=max(1, len(ready))) as pool:
+        list(pool.map(train_then_evaluate, ready))
     return [job.record for job in jobs]
 
 
