@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--eval-every", type=int, default=0,
                         help="also evaluate all images every N steps inside training (0: only ns-eval after)")  # fmt: skip
     parser.add_argument("--no-eval", action="store_true", help="skip ns-eval")
+    parser.add_argument("--export-ply", action="store_true",
+                        help="after each run, ns-export gaussian-splat into its run directory; the report gives the "
+                             "PLY's bytes and vertex count")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=None, help="seconds before a child process is stopped")
     parser.add_argument("--no-prebuild", action="store_true",
                         help="do not build gsplat's CUDA extension before the runs (CUDA only)")  # fmt: skip
@@ -187,6 +190,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         launcher=args.launcher,
         eval_every=args.eval_every,
         run_eval=not args.no_eval,
+        export_ply=args.export_ply,
         timeout_s=args.timeout,
         force_multi_gpu=args.force_multi_gpu,
         prebuild_gsplat=not args.no_prebuild,

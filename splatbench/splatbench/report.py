@@ -47,14 +47,17 @@ def markdown_table(results: Dict[str, Any]) -> str:
     in_training_eval = any(r.get("in_training_eval_peak_gib") is not None for r in runs)
     gpu_busy = any(r.get("gpu_busy") or r.get("gpu_busy_ms") is not None for r in runs)
     repeats = has_repeats(results)
+    ply = any(r.get("ply_bytes") is not None for r in runs)  # --export-ply
     header = (
         "| method | GPUs "
         + ("| repeat " if repeats else "")
         + "| status | steps | median step (ms) "
         + ("| step at window (ms) | GPU busy (ms/step) | wall/busy " if gpu_busy else "")
-        + "| train wall (s) | speedup | train peak (GiB) "
+        + "| process wall (s) | train wall (s) | speedup | train peak (GiB) "
         + ("| in-training eval peak (GiB) " if in_training_eval else "")
-        + "| eval peak (GiB) | PSNR | SSIM | LPIPS | Gaussians | densification |"
+        + "| eval peak (GiB) | PSNR | SSIM | LPIPS | Gaussians "
+        + ("| PLY (MB) " if ply else "")
+        + "| densification |"
     )
     lines = [header, "|" + "---|" * header.count(" | ") + "---|"]
     for r in runs:
@@ -78,6 +81,7 @@ def markdown_table(results: Dict[str, Any]) -> str:
                 fmt(r.get("wall_over_busy"), ".2f", none=timing_none),
             ]
         cells += [
+            fmt(r.get("process_wall_s"), ".1f", none=timing_none),
             fmt(r.get("train_wall_s"), ".1f", none=timing_none),
             fmt(r.get("speedup"), ".2f") + ("×" if r.get("speedup") else ""),
             _fmt_gib(r.get("train_peak_gib")),
@@ -87,12 +91,13 @@ def markdown_table(results: Dict[str, Any]) -> str:
             fmt(r.get("ssim"), ".4f"),
             fmt(r.get("lpips"), ".4f", none=lpips_none),
             f"{r['num_gaussians']:,}" if isinstance(r.get("num_gaussians"), int) else "–",
+            *([fmt(r["ply_bytes"] / 1e6 if r.get("ply_bytes") is not None else None, ".2f")] if ply else []),
             _refine_cell(r.get("densification")),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     notes = [
         f"- `{_tag(r, repeats)}` {r['status']}: {r['error']}" for r in runs if r["status"] != "ok" and r.get("error")
-    ]
+    ] + [f"- `{_tag(r, repeats)}`: no PLY size: {r['ply_error']}" for r in runs if r.get("ply_error")]
     return "\n".join(lines) + "\n" + ("\nNotes:\n\n" + "\n".join(notes) + "\n" if notes else "")
 
 
@@ -163,7 +168,8 @@ SUMMARY_COLUMNS = (
     ("PSNR", "psnr", ".2f"), ("SSIM", "ssim", ".4f"), ("LPIPS", "lpips", ".4f"),
     ("median step (ms)", "step_time_ms_median", ".2f"), ("step at window (ms)", "window_step_ms_median", ".2f"),
     ("GPU busy (ms/step)", "gpu_busy_ms", ".2f"), ("wall/busy", "wall_over_busy", ".2f"),
-    ("train wall (s)", "train_wall_s", ".1f"), ("Gaussians", "num_gaussians", ",.0f"),
+    ("process wall (s)", "process_wall_s", ".1f"), ("train wall (s)", "train_wall_s", ".1f"),
+    ("Gaussians", "num_gaussians", ",.0f"), ("PLY bytes", "ply_bytes", ",.0f"),
     ("train peak (GiB)", "train_peak_gib", ".2f"), ("eval peak (GiB)", "eval_peak_gib", ".2f"),
 )  # fmt: skip
 
@@ -191,8 +197,10 @@ def summary_table(results: Dict[str, Any]) -> str:
 def _repeat_comparison_lines(results: Dict[str, Any]) -> List[str]:
     lines = []
     units = {"psnr": (" dB", "+.2f"), "ssim": ("", "+.4f"), "lpips": ("", "+.4f"), "step_time_ms_median": (" ms", "+.2f"),
-             "train_wall_s": (" s", "+.1f"), "num_gaussians": ("", "+,.0f"), "train_peak_gib": (" GiB", "+.2f")}  # fmt: skip
-    for s in results.get("summary") or []:
+             "process_wall_s": (" s", "+.1f"), "train_wall_s": (" s", "+.1f"), "num_gaussians": ("", "+,.0f"),
+             "train_peak_gib": (" GiB", "+.2f")}  # fmt: skip
+    summaries = results.get("summary") or []
+    for s in summaries:
         diffs = s.get("vs_reference")
         if not diffs:
             continue
@@ -201,7 +209,26 @@ def _repeat_comparison_lines(results: Dict[str, Any]) -> List[str]:
         if parts:
             lines.append(f"- `{s['method']}` − `{s['reference']}` ({s['num_gpus']} GPU), difference of means: "
                          + ", ".join(parts))  # fmt: skip
+        ref = next((r for r in summaries if r["method"] == s["reference"] and r["num_gpus"] == s["num_gpus"]), None)
+        ratios = _ratio_of_means_text(s, ref) if ref else ""
+        if ratios:
+            lines.append(f"- `{s['method']}` / `{s['reference']}` ({s['num_gpus']} GPU), ratio of means: {ratios}")
     return lines
+
+
+RATIO_METRICS = (("process wall", "process_wall_s"), ("train wall", "train_wall_s"), ("Gaussians", "num_gaussians"),
+                 ("train peak", "train_peak_gib"), ("PLY", "ply_bytes"))  # fmt: skip
+
+
+def _ratio_of_means_text(method: Dict[str, Any], reference: Dict[str, Any]) -> str:
+    """``process wall 0.203×, Gaussians 0.419×, ...``: the method's mean over the reference's mean, for
+    the figures that targets are stated as fractions of the reference (timing ones over timing runs)."""
+    parts = []
+    for name, key in RATIO_METRICS:
+        ours, theirs = (method["metrics"].get(key) or {}).get("mean"), (reference["metrics"].get(key) or {}).get("mean")
+        if ours is not None and theirs:
+            parts.append(f"{name} {ours / theirs:.3f}×")
+    return ", ".join(parts)
 
 
 def _difference_text(key: str, d: Dict[str, Any], unit: str, spec: str) -> str:
@@ -250,10 +277,14 @@ def comparison_lines(results: Dict[str, Any]) -> List[str]:
         if ref is None or r["num_gpus"] != 1 or r["method"] == reference or r["status"] != "ok":
             continue
         parts = []
+        if r.get("process_wall_s") and ref.get("process_wall_s"):
+            parts.append(f"process wall {r['process_wall_s'] / ref['process_wall_s']:.3f}×")
         if r.get("step_time_ms_median") and ref.get("step_time_ms_median"):
             parts.append(f"step time {r['step_time_ms_median'] / ref['step_time_ms_median']:.3f}×")
         if r.get("train_peak_gib") and ref.get("train_peak_gib"):
             parts.append(f"train memory {r['train_peak_gib'] / ref['train_peak_gib']:.2f}×")
+        if r.get("ply_bytes") and ref.get("ply_bytes"):
+            parts.append(f"PLY {r['ply_bytes'] / ref['ply_bytes']:.3f}×")
         if r.get("psnr") is not None and ref.get("psnr") is not None:
             parts.append(f"PSNR {r['psnr'] - ref['psnr']:+.2f} dB")
         if r.get("ssim") is not None and ref.get("ssim") is not None:
@@ -294,7 +325,8 @@ def measurement_notes(results: Dict[str, Any]) -> str:
     lpips_missing = any(r["status"] == "ok" and r.get("lpips") is None for r in results["runs"])
     text = (
         f"Median step time over steps ≥ {settings.get('effective_skip_steps')}: one whole training iteration "
-        f"incl. densification, start to start, on {clock}. Train wall: nerfstudio's `Trainer.train`. "
+        f"incl. densification, start to start, on {clock}. Process wall: the whole training process (ns-train's "
+        "main under the probe), start to exit: imports, set-up, training, saving. Train wall: nerfstudio's `Trainer.train`. "
         "Train peak: max of `torch.cuda.max_memory_allocated` over iterations; eval peak: the whole `ns-eval` "
         "process. PSNR/SSIM/LPIPS: `ns-eval` on the held-out split"
         + (" (LPIPS n/a: its AlexNet weights are not available offline)" if lpips_missing else "")

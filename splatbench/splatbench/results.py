@@ -268,6 +268,8 @@ def empty_record(method: str, num_gpus: int, repeat: int = 1) -> Dict[str, Any]:
         "num_gaussians": None,
         "densification": None,
         "speedup": None,
+        "ply_bytes": None,
+        "ply_vertices": None,
     }
 
 

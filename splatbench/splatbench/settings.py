@@ -51,6 +51,7 @@ class BenchmarkSettings:
     launcher: str = "torchrun"  # for W > 1: torchrun, or spawn (ns-train --machine.num-devices W)
     eval_every: int = 0  # in-training evaluation of all images every N steps (0: none; ns-eval after)
     run_eval: bool = True
+    export_ply: bool = False  # ns-export gaussian-splat after each run: the PLY's bytes and vertex count
     timeout_s: Optional[float] = None
     force_multi_gpu: bool = False
     prebuild_gsplat: bool = True
