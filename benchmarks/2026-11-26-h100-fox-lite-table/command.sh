@@ -1,0 +1,19 @@
+# H100 (one machine: A, then B), 2026-11-26; the code of 59dd34f (ns_splat_plus as at c27cab3: splat-plus-lite at
+# B = 1). Issue 30's table on fox, first part: every method's repeat 1 timed alone in one command; splat-plus-lite's
+# repeats 2-5. Repeats 2-5 of splatfacto, splat-plus and splat-plus-fast are still to run (with --first-repeat 2,
+# at this code). Run from the repository root with fox copied to /tmp/data and `source .device/setup.sh`
+# (DEVELOPERS.md); the number of runs (5 per method) and the seeds (repeat k: seed k) were fixed before any ran.
+export PYTHONPATH=$PWD/splatbench:$PYTHONPATH
+FOX='--data /tmp/data/fox instant-ngp-data --eval-mode interval --eval-interval 8'
+# A) the four methods, repeat 1 (seed 1), each alone on the GPU, one after the other, each evaluated by ns-eval
+python3 scripts/benchmark.py --methods splatfacto splat-plus splat-plus-fast splat-plus-lite --steps 30000 --seed-per-repeat \
+  --no-prebuild --timeout 900 --scene-args "$FOX" --scene-name fox --out /tmp/res/tableA-fox  # -> raw/tableA-fox/
+# B) splat-plus-lite repeats 2-5 (seeds 2-5), trained at the same time (quality only: timing discarded)
+python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --repeats 4 --first-repeat 2 --concurrent-quality \
+  --seed-per-repeat --no-prebuild --timeout 900 --scene-args "$FOX" --scene-name fox --out /tmp/res/tableB-lite-fox  # -> raw/tableB-lite-fox/
+# merged -> results.json, results.md, readme_section.md, plots/ (re-rendered after the report gained the process
+# wall column and the ratios of means, from the same raw results)
+python3 scripts/benchmark.py --from-json raw/tableA-fox/results.json raw/tableB-lite-fox/results.json --reference splatfacto --out .
+# After A, `ns-export gaussian-splat --load-config <run>/config.yml` was tried for each run: it failed on the device,
+# whose nerfstudio lacks the modules its exporter imports at the top (open3d, pymeshlab, mediapy, xatlas), and the
+# configs of benchmark runs name the probe's trainer (splatbench must be importable): no PLY bytes from these runs.
