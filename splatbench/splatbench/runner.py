@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import re
 import shlex
 import shutil
 import statistics
@@ -30,6 +29,7 @@ from typing import Any, Dict, List, Optional
 
 from splatbench import children
 from splatbench.outputs import write_outputs, write_results
+from splatbench.ply_export import export_run
 from splatbench.results import (
     bytes_to_gib,
     collect_train,
@@ -90,22 +90,6 @@ def train_command(settings: BenchmarkSettings, method: str, num_gpus: int, run_d
             "-m", PROBE_MODULE, *probe_args,
         ]  # fmt: skip
     return [sys.executable, "-m", PROBE_MODULE, *probe_args]
-
-
-def export_command(config_path: Path, output_dir: Path) -> List[str]:
-    """nerfstudio's ``ns-export gaussian-splat`` (its console script's entry point, with this Python)."""
-    return [
-        sys.executable, "-m", "nerfstudio.scripts.exporter", "gaussian-splat",
-        "--load-config", str(config_path), "--output-dir", str(output_dir),
-    ]  # fmt: skip
-
-
-def read_ply_header(path: Path) -> Optional[int]:
-    """The vertex count in a PLY file's header (``element vertex N``), None without one."""
-    with open(path, "rb") as f:
-        header = f.read(4096).split(b"end_header")[0].decode("latin-1")
-    match = re.search(r"^element vertex (\d+)$", header, re.MULTILINE)
-    return int(match.group(1)) if match else None
 
 
 def eval_command(config_path: Path, output_path: Path) -> List[str]:
@@ -243,30 +227,13 @@ class RunJob:
         return True
 
     def after_training(self) -> None:
-        """ns-eval (unless --no-eval), then the PLY export (--export-ply)."""
+        """ns-eval (unless --no-eval), then the PLY export (--export-ply: :mod:`splatbench.ply_export`)."""
         if self.settings.run_eval:
             self.evaluate()
         if self.settings.export_ply:
-            self.export_ply()
-
-    def export_ply(self) -> None:
-        """``ns-export gaussian-splat`` into the run directory: ``ply_bytes`` and ``ply_vertices``, or
-        ``ply_error`` (the run's status and quality stay: the export is a separate measurement)."""
-        record, tag = self.record, self.tag
-        out = self.base_dir / "export"
-        child = children.run_child(
-            export_command(self.config_path, out), self.out_dir / "logs" / f"{tag}.export.log",
-            children.child_env(self.settings, 1, self.base_dir / "benchmark_probe_export.json", self.standin,
-                               method=self.settings.nerfstudio_method(self.plan.method)),
-            self.settings.timeout_s, tag,
-        )  # fmt: skip
-        ply = out / "splat.ply"
-        if child.timed_out or child.returncode != 0 or not ply.is_file():
-            record["ply_error"] = "ns-export: " + children.failure_reason(child.log_path)
-            log(f"{tag}: ns-export failed: {record['ply_error']}")
-            return
-        record["ply_bytes"], record["ply_vertices"] = ply.stat().st_size, read_ply_header(ply)
-        log(f"{tag}: PLY {record['ply_bytes']:,} bytes, {record['ply_vertices']} vertices")
+            env = children.child_env(self.settings, 1, self.base_dir / "benchmark_probe_export.json", self.standin,
+                                     method=self.settings.nerfstudio_method(self.plan.method))  # fmt: skip
+            export_run(self.record, self.tag, self.config_path, self.out_dir, env, self.settings.timeout_s)
 
     def evaluate(self) -> None:
         settings, record, tag = self.settings, self.record, self.tag
@@ -303,22 +270,16 @@ class RunJob:
 
 def run_batch(settings: BenchmarkSettings, batch: List[PlannedRun], out_dir: Path) -> List[Dict[str, Any]]:
     """One run alone, or a concurrent batch: all start training at the same time, and each runs its
-    ns-eval as soon as its own training ends (the GPU stays shared instead of idling through the
-    evaluations one by one after the slowest training)."""
+    ns-eval as soon as its own training ends (not one by one after the slowest training)."""
     jobs = [RunJob(settings, plan, out_dir) for plan in batch]
     ready = [job for job in jobs if job.prepare()]
-    if len(batch) == 1 and not batch[0].concurrent:
+    if len(batch) == 1 and not batch[0].concurrent:  # a timed run: in this thread, nothing beside it
         if ready and ready[0].train():
             ready[0].after_training()
         return [job.record for job in jobs]
     log(f"{len(ready)} quality runs at the same time: " + ", ".join(job.tag for job in ready))
-
-    def train_then_evaluate(job: RunJob) -> None:
-        if job.train(sharing=len(ready) - 1):
-            job.after_training()
-
     with ThreadPoolExecutor(max_workers=max(1, len(ready))) as pool:
-        list(pool.map(train_then_evaluate, ready))
+        list(pool.map(lambda job: job.train(sharing=len(ready) - 1) and job.after_training(), ready))
     return [job.record for job in jobs]
 
 
