@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 import statistics
 import subprocess
 import sys
@@ -16,10 +17,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from splatbench import children, cli, gate, outputs, per_image, report, runner
+from splatbench import children, cli, document, gate, merge, outputs, per_image, report, runner
 from splatbench import results as res
 from splatbench.probe import ProbeTrainerFactory, instrument_config, probe_trainer_class
-from splatbench.settings import PROBE_MODULE, SCENE_ARGS_MISSING, SCHEMA_VERSION, BenchmarkSettings
+from splatbench.settings import PROBE_MODULE, SCENE_ARGS_MISSING, SCHEMA_VERSION, SOURCE_DIGEST_KEY, BenchmarkSettings
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -64,7 +65,7 @@ def fake_results() -> dict:
         },  # fmt: skip
         "runs": runs,
     }
-    runner.add_speedups(results["runs"])
+    document.add_speedups(results["runs"])
     return results
 
 
@@ -1246,26 +1247,90 @@ def test_later_repeats_from_another_command_merge_into_one_report(tmp_path):
     single = quality_vs_time_points(fake_results())
     assert len(single) == 4 and all(p["psnr_sd"] is None for p in single)  # one point per ok run, no repeats
     with pytest.raises(ValueError, match="twice|results 1 and in results 2|in results 2"):
-        runner.merge_results([timed, timed])
+        merge.merge_results([timed, timed])
     other = {**quality, "settings": {**quality["settings"], "steps": 7000}}
     with pytest.raises(ValueError, match="steps"):
-        runner.merge_results([timed, other])
+        merge.merge_results([timed, other])
     # a later command may add variants (runs the other files do not have); a label means one thing in all
     b2_spec = "splat-plus --pipeline.datamanager.cameras-per-step 2"
     with_b2 = {**quality, "settings": {**quality["settings"], "methods": ["splat-plus", "splatfacto", "b2"],
                                        "variants": {"b2": b2_spec}},
                "runs": quality["runs"] + [_run("b2", 1, repeat=2, psnr=27.1, train_wall_s=None, timing_valid=False)]}  # fmt: skip
-    merged_b2 = runner.merge_results([timed, with_b2])
+    merged_b2 = merge.merge_results([timed, with_b2])
     assert merged_b2["settings"]["variants"] == {"b2": b2_spec} and len(merged_b2["runs"]) == 7
     assert merged_b2["settings"]["methods"] == ["splat-plus", "splatfacto", "b2"]
     other_b2 = {**with_b2, "settings": {**with_b2["settings"], "variants": {"b2": "splat-plus --steps-scaler 0.5"}},
                 "runs": [_run("b2", 1, repeat=3, psnr=27.0)]}  # fmt: skip
     with pytest.raises(ValueError, match="runs b2 as"):
-        runner.merge_results([with_b2, other_b2])
+        merge.merge_results([with_b2, other_b2])
     with pytest.raises(ValueError, match="runs splat-plus as the plain method"):
-        runner.merge_results([timed, {**quality, "settings": {**quality["settings"], "variants": {"splat-plus": "x"}}}])
+        merge.merge_results([timed, {**quality, "settings": {**quality["settings"], "variants": {"splat-plus": "x"}}}])
     with pytest.raises(SystemExit):
         cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--out", str(tmp_path / "x")])
+
+
+def test_source_digest_changes_with_the_code_and_only_with_it(tmp_path):
+    """The digest a run records of the ns-splat-plus sources: equal for equal sources (caches, data and
+    build outputs aside), different when one byte or one file name of a source differs."""
+    from splatbench.recorder import environment_info, package_source_digest, source_tree_digest
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("x = 1\n")
+    (pkg / "sub" / "strategy.py").write_text("grow = 0.5\n")
+    before = source_tree_digest(pkg)
+    assert len(before) == 12 and int(before, 16) >= 0
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "strategy.cpython-311.pyc").write_bytes(b"\x00compiled")
+    (pkg / "notes.txt").write_text("not code")
+    assert source_tree_digest(pkg) == before  # a machine's caches do not change the code
+    copy = tmp_path / "installed" / "pkg"
+    shutil.copytree(pkg, copy)
+    assert source_tree_digest(copy) == before  # an installed copy of the same sources agrees
+    (pkg / "sub" / "strategy.py").write_text("grow = 0.6\n")
+    changed = source_tree_digest(pkg)
+    assert changed != before
+    (pkg / "sub" / "strategy.py").rename(pkg / "sub" / "budget.py")
+    assert source_tree_digest(pkg) not in (before, changed)
+    assert package_source_digest("no_such_package_here") is None
+    import ns_splat_plus
+
+    digest = environment_info(None)[SOURCE_DIGEST_KEY]
+    assert digest == source_tree_digest(Path(ns_splat_plus.__file__).parent) and len(digest) == 12
+
+
+def test_merge_refuses_to_pool_a_method_trained_from_two_sources(tmp_path):
+    """Never pool runs of different code: a method whose runs recorded two source digests is refused;
+    one digest (or none, in files written before digests were recorded) merges, and the report names
+    each file's device and digest."""
+
+    def runs(digest, device, *specs):
+        return [_run(m, 1, repeat=k, psnr=27.0 + k / 10, train_wall_s=30.0 if k == 1 else None,
+                     timing_valid=k == 1, environment={"device_name": device, SOURCE_DIGEST_KEY: digest})
+                for m, k in specs]  # fmt: skip
+
+    timed = {**fake_results(), "command": "timed", "environment": {"device_name": "H100"},
+             "runs": runs("aaaaaaaaaaaa", "H100", ("splat-plus", 1), ("splatfacto", 1))}  # fmt: skip
+    same = {**fake_results(), "command": "later", "environment": {"device_name": "H200"},
+            "runs": runs("aaaaaaaaaaaa", "H200", ("splat-plus", 2), ("splatfacto", 2))}  # fmt: skip
+    older = {**fake_results(), "command": "older", "environment": {"device_name": "H100"},
+             "runs": runs(None, "H100", ("splat-plus", 3))}  # fmt: skip
+    merged = merge.merge_results([timed, same, older], ["a.json", "b.json", "c.json"], "merge")
+    assert [r["repeat"] for r in merged["runs"] if r["method"] == "splat-plus"] == [1, 2, 3]
+    assert [p["ns_splat_plus_source"] for p in merged["merged_from"]] == [["aaaaaaaaaaaa"], ["aaaaaaaaaaaa"], []]
+    lines = report._provenance_lines(merged)
+    assert "  - `b.json` (H200; source aaaaaaaaaaaa): `later`" in lines
+    assert "  - `c.json` (H100): `older`" in lines
+    changed = {**same, "runs": runs("bbbbbbbbbbbb", "H200", ("splat-plus", 2))}
+    with pytest.raises(ValueError, match="splat-plus-1gpu come from 2 versions.*aaaaaaaaaaaa, bbbbbbbbbbbb"):
+        merge.merge_results([timed, changed])
+    other_method = {**same, "runs": runs("bbbbbbbbbbbb", "H200", ("splatfacto", 2))}
+    with pytest.raises(ValueError, match="splatfacto-1gpu come from 2 versions"):
+        merge.merge_results([timed, other_method])
+    (tmp_path / "a.json").write_text(json.dumps(timed))
+    (tmp_path / "b.json").write_text(json.dumps(changed))
+    with pytest.raises(SystemExit, match="never pool runs of different code"):
+        cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(tmp_path / "m")])
 
 
 def test_merge_keeps_only_the_methods_asked_for(tmp_path):
@@ -1326,7 +1391,7 @@ def test_a_merged_report_names_its_merge_command_its_files_and_each_method_s_run
     assert [m["command"] for m in merged["merged_from"]] == ["timed command", "quality command"]
     md = (out / "results.md").read_text()
     assert f"- merged by: `{merged['command']}`" in md
-    assert f"`{a}`: `timed command`" in md and f"`{b}`: `quality command`" in md
+    assert f"`{a}` (NVIDIA H200): `timed command`" in md and f"`{b}` (NVIDIA H200): `quality command`" in md
     assert "repeats per method: splat-plus 4, splatfacto 3" in md
     # the runs' dates: the first command's start to the last one's end, not the first start alone
     assert "- date: 2026-01-02T03:04:05+00:00 to 2026-01-03T11:00:00+00:00" in md

@@ -16,9 +16,13 @@ or beside it, never one that imports it back):
 * :mod:`~splatbench.results`  reading what a run left behind (probes, ns-eval JSON, densification.jsonl)
 * :mod:`~splatbench.per_image` each held-out image's metrics: recorded in the eval probe, tabled in the report
 * :mod:`~splatbench.stats`    statistics over repeated runs (mean, sd, difference of means, its SE)
+* :mod:`~splatbench.document` results.json's content: runs, speedups, the summary over repeats
 * :mod:`~splatbench.report`   Markdown tables and the README section (text)
 * :mod:`~splatbench.plots`    matplotlib figures (imported lazily)
 * :mod:`~splatbench.outputs`  writing results.json, results.md, readme_section.md and the plots
+* :mod:`~splatbench.merge`    several commands' results of one experiment pooled (``--from-json``), one
+  ns-splat-plus source per method
+* :mod:`~splatbench.ply_export` ``ns-export gaussian-splat`` of a trained run, the PLY's size (``--export-ply``)
 * :mod:`~splatbench.runner`   the benchmark: plan, run, collect (``run_benchmark``)
 * :mod:`~splatbench.cli`      the benchmark's command line (``scripts/benchmark.py``)
 * :mod:`~splatbench.gate`     the quality gate (``scripts/quality_gate.py``)

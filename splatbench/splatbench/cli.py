@@ -49,9 +49,10 @@ import sys
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Sequence
 
+from splatbench.merge import merge_results, only_methods
 from splatbench.outputs import write_outputs
 from splatbench.report import markdown_table
-from splatbench.runner import merge_results, only_methods, run_benchmark
+from splatbench.runner import run_benchmark
 from splatbench.settings import DEFAULT_METHODS, SCENE_ARGS_MISSING, BenchmarkSettings, log
 
 

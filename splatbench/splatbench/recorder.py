@@ -1,12 +1,14 @@
 """Per-iteration measurements inside the training process, for the trainer probe (:mod:`.probe`).
 
 Entry point: :class:`StepRecorder` (host times, CUDA events, device-memory peaks, Gaussian counts per
-iteration), plus the helpers the probe writes its JSON with (:func:`environment_info`,
-:func:`probe_output_path`, :func:`global_rank`).
+iteration), plus the helpers the probe writes its JSON with (:func:`environment_info`, with
+:func:`package_source_digest`, :func:`probe_output_path`, :func:`global_rank`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import resource
 import sys
@@ -18,6 +20,26 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 
 from splatbench.options import PROBE_OUT_ENV, PROGRESS_PREFIX
+from splatbench.settings import SOURCE_DIGEST_KEY
+
+
+def source_tree_digest(root: Path) -> str:
+    """12 hex digits of SHA-256 over every ``*.py`` file under ``root`` (relative path and bytes, in
+    path order). Sources only: caches and build outputs differ between machines, the code does not. An
+    installed copy and the checkout it came from give the same digest, so runs of the same code on
+    different machines agree, and a merge can tell runs of two versions apart (:mod:`.merge`)."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py"), key=lambda p: p.relative_to(root).as_posix()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def package_source_digest(package: str) -> Optional[str]:
+    """:func:`source_tree_digest` of an importable package's folder, found without importing it (None if absent)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return source_tree_digest(Path(next(iter(spec.submodule_search_locations))))
 
 
 def environment_info(device: Optional[torch.device] = None) -> Dict[str, Any]:
@@ -36,6 +58,7 @@ def environment_info(device: Optional[torch.device] = None) -> Dict[str, Any]:
         "nerfstudio": version("nerfstudio"),
         "gsplat": version("gsplat"),
         "ns-splat-plus": version("ns-splat-plus"),
+        SOURCE_DIGEST_KEY: package_source_digest("ns_splat_plus"),
         "device_type": device.type if device is not None else None,
         "device_name": None,
     }

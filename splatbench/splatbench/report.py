@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from splatbench.per_image import per_image_table
 from splatbench.results import TIMING_FIELDS
-from splatbench.settings import REFINE_COUNT_KEYS, run_tag
+from splatbench.settings import REFINE_COUNT_KEYS, SOURCE_DIGEST_KEY, run_tag
 
 
 def fmt(value: Any, spec: str = ".3f", none: str = "–") -> str:
@@ -294,7 +294,7 @@ def comparison_lines(results: Dict[str, Any]) -> List[str]:
 
 
 def versions_line(env: Dict[str, Any]) -> str:
-    keys = ("torch", "cuda", "nerfstudio", "gsplat", "ns-splat-plus", "python")
+    keys = ("torch", "cuda", "nerfstudio", "gsplat", "ns-splat-plus", SOURCE_DIGEST_KEY, "python")
     return ", ".join(f"{k} {env[k]}" for k in keys if env.get(k))
 
 
@@ -369,7 +369,10 @@ def _provenance_lines(results: Dict[str, Any]) -> List[str]:
     for part in merged:
         renumbered = part.get("renumbered")
         note = f" (renumbered, timing discarded: {', '.join(renumbered)})" if renumbered else ""
-        lines.append(f"  - `{part.get('source')}`: `{part.get('command')}`{note}")
+        where = [part.get("device") or "", "source " + ", ".join(part["ns_splat_plus_source"])
+                 if part.get("ns_splat_plus_source") else ""]  # fmt: skip
+        where_text = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
+        lines.append(f"  - `{part.get('source')}`{where_text}: `{part.get('command')}`{note}")
     return lines
 
 

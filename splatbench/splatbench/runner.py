@@ -11,7 +11,7 @@ same time on the one GPU, each is evaluated as soon as its training ends (while 
 train), and their timing figures are discarded.
 ``first_repeat`` numbers a command's repeats from K, so that repeats made by separate commands (on
 separate machines: the timing runs in one, the quality repeats in another) combine with
-:func:`merge_results` into one report.
+:func:`splatbench.merge.merge_results` into one report.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import datetime as _dt
 import os
 import shlex
 import shutil
-import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from splatbench import children
+from splatbench.document import results_document
 from splatbench.outputs import write_outputs, write_results
 from splatbench.ply_export import export_run
 from splatbench.results import (
@@ -43,12 +43,10 @@ from splatbench.settings import (
     MULTI_GPU_METHODS,
     PROBE_MODULE,
     SCENE_ARGS_MISSING,
-    SCHEMA_VERSION,
     BenchmarkSettings,
     log,
     run_tag,
 )
-from splatbench.stats import summarize_repeats
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -292,18 +290,6 @@ def run_one(
     ]
 
 
-def add_speedups(runs: List[Dict[str, Any]]) -> None:
-    """speedup = the method's mean 1-GPU train wall time (timing runs) / this run's (None without both)."""
-    walls: Dict[str, List[float]] = {}
-    for r in runs:
-        if r["num_gpus"] == 1 and r["status"] == "ok" and r["train_wall_s"] and r.get("timing_valid") is not False:
-            walls.setdefault(r["method"], []).append(r["train_wall_s"])
-    single = {method: statistics.fmean(values) for method, values in walls.items()}
-    for r in runs:
-        base = single.get(r["method"])
-        r["speedup"] = base / r["train_wall_s"] if (base and r["status"] == "ok" and r["train_wall_s"]) else None
-
-
 def environment_summary(runs: List[Dict[str, Any]], device_type: str) -> Dict[str, Any]:
     """Versions and GPU name: from a run's probe when one succeeded, else from this process."""
     for r in runs:
@@ -340,150 +326,6 @@ def run_benchmark(
     results = build_results(settings, runs, started, command)
     write_outputs(results, out_dir, readme_plot_base=readme_plot_base)
     return results
-
-
-def _merged_variants(parts: List[Dict[str, Any]]) -> Dict[str, str]:
-    """The variants of all parts (--variant LABEL=METHOD ARGS). A command may add labels the others do
-    not have; a label must mean the same in every part that runs it (one spec, or plain everywhere)."""
-    variants: Dict[str, str] = {}
-    for index, part in enumerate(parts, 1):
-        for label, spec in (part.get("settings", {}).get("variants") or {}).items():
-            if variants.setdefault(label, spec) != spec:
-                raise ValueError(f"results {index} runs {label} as {spec!r}, an earlier one as {variants[label]!r}: "
-                                 "not one experiment")  # fmt: skip
-    for index, part in enumerate(parts, 1):
-        settings = part.get("settings", {})
-        plain = [m for m in settings.get("methods", []) if m in variants and m not in (settings.get("variants") or {})]
-        if plain:
-            raise ValueError(f"results {index} runs {plain[0]} as the plain method, another as the variant "
-                             f"{variants[plain[0]]!r}: not one experiment")  # fmt: skip
-    return variants
-
-
-def only_methods(results: Dict[str, Any], methods: List[str]) -> Dict[str, Any]:
-    """``results`` with only the runs of ``methods`` (those it has, in that order): the settings' method
-    list and variants follow, the summary is recomputed."""
-    settings = dict(results.get("settings", {}))
-    keep = [m for m in methods if m in settings.get("methods", [])]
-    settings["methods"] = keep
-    settings["variants"] = {k: v for k, v in (settings.get("variants") or {}).items() if k in keep}
-    runs = [dict(r) for r in results["runs"] if r["method"] in keep]
-    return results_document(
-        settings, runs, results.get("reference_method"), results.get("environment"), created=results.get("created"),
-        finished=results.get("finished"), command=results.get("command"), scene=results.get("scene"),
-    )  # fmt: skip
-
-
-def merge_results(
-    parts: List[Dict[str, Any]],
-    sources: Optional[List[str]] = None,
-    command: Optional[str] = None,
-    renumber: bool = False,
-) -> Dict[str, Any]:
-    """One results dict from several benchmark commands' ``results.json`` of the same comparison.
-
-    ``command``: the merge's own command line (``--from-json ...``), which regenerates the report from
-    the stored files; each part's command (a part may itself be a merge) stays in ``merged_from``.
-
-    They must agree on what was run (scene, steps, train and method arguments, dataparser): a merge
-    of different experiments would pool unlike runs. A (method, GPU count, repeat) may appear only
-    once; with ``renumber`` a later file's run whose repeat is taken gets the method's next free
-    number instead (above every number in any file) and its timing is discarded: pooled for quality,
-    while the report's timing stays that of the file the number belonged to. Each renumbered run
-    keeps ``renumbered_from`` (file, repeat), and its file's ``merged_from`` entry lists the changes.
-    Speedups and the per-method summary are recomputed over all runs; timing figures keep their
-    validity flags (a concurrent quality run stays discarded).
-
-    Raises:
-        ValueError: on fewer than two parts, different experiments, or a repeat present twice
-        (without ``renumber``).
-    """
-    if len(parts) < 2:
-        raise ValueError("merging needs at least two results files")
-    same = ("steps", "scene_args", "train_args", "method_args", "skip_steps", "eval_every", "device_type")
-    first = parts[0].get("settings", {})
-    for index, part in enumerate(parts[1:], 2):
-        settings = part.get("settings", {})
-        differ = [key for key in same if (settings.get(key) or None) != (first.get(key) or None)]  # absent = empty
-        if differ:
-            raise ValueError(f"results {index} differs from results 1 in " + ", ".join(differ) + ": not one experiment")
-    variants = _merged_variants(parts)
-    names = sources or [f"results {index}" for index in range(1, len(parts) + 1)]  # for the notes
-    runs: List[Dict[str, Any]] = []
-    seen: Dict[tuple, int] = {}
-    last_repeat: Dict[tuple, int] = {}  # (method, GPUs) -> the highest repeat number in any file, then given
-    for part in parts:
-        for r in part["runs"]:
-            group = (r["method"], r["num_gpus"])
-            last_repeat[group] = max(last_repeat.get(group, 0), r.get("repeat") or 1)
-    renumbered: Dict[int, List[str]] = {}
-    for index, part in enumerate(parts, 1):
-        for r in part["runs"]:
-            run = dict(r)
-            key = (r["method"], r["num_gpus"], r.get("repeat") or 1)
-            if key in seen:
-                if not renumber:
-                    raise ValueError(f"{run_tag(*key)} is in results {seen[key]} and in results {index}: number the "
-                                     "repeats of a later command with --first-repeat, or pool them with "
-                                     "--renumber-repeats")  # fmt: skip
-                last_repeat[key[:2]] += 1
-                run["repeat"] = last_repeat[key[:2]]
-                discard_timing(run, f"repeat {key[2]} of {names[index - 1]}, renumbered {run['repeat']} to pool "
-                                    "its quality; its timing is in that file's own report")  # fmt: skip
-                run["renumbered_from"] = {"source": names[index - 1], "repeat": key[2]}
-                renumbered.setdefault(index, []).append(f"{run_tag(*key)} -> r{run['repeat']}")
-                key = key[:2] + (run["repeat"],)
-            seen[key] = index
-            runs.append(run)
-    runs.sort(key=lambda r: (r["num_gpus"], r.get("repeat") or 1))  # stable: method order within a repeat kept
-    methods = list(dict.fromkeys(m for part in parts for m in part.get("settings", {}).get("methods", [])))
-    settings = dict(first) | {
-        "methods": methods,
-        "variants": variants,
-        "repeats": len({r.get("repeat") or 1 for r in runs}),
-        "first_repeat": min(r.get("repeat") or 1 for r in runs),
-        "concurrent_quality": any(p.get("settings", {}).get("concurrent_quality") for p in parts)
-        or any(r.get("timing_valid") is False for r in runs),
-    }
-    results = results_document(
-        settings, runs, parts[0].get("reference_method"), parts[0].get("environment"),
-        created=min(p.get("created") or "" for p in parts) or None,
-        finished=max(p.get("finished") or "" for p in parts) or None,
-        command=command, scene=parts[0].get("scene"),
-    )  # fmt: skip
-    results["merged_from"] = [
-        {"source": (sources or [None] * len(parts))[i], "command": p.get("command"), "created": p.get("created"),
-         "device": (p.get("environment") or {}).get("device_name"), "hostname": (p.get("environment") or {}).get("hostname")}
-        | ({"renumbered": renumbered[i + 1]} if i + 1 in renumbered else {})
-        for i, p in enumerate(parts)
-    ]  # fmt: skip
-    return results
-
-
-def results_document(
-    settings: Dict[str, Any],
-    runs: List[Dict[str, Any]],
-    reference: Optional[str],
-    environment: Optional[Dict[str, Any]],
-    created: Optional[str],
-    finished: Optional[str],
-    command: Optional[str],
-    scene: Optional[str],
-) -> Dict[str, Any]:
-    """``results.json``'s content: the runs with their speedups, and the per-method summary over repeats."""
-    add_speedups(runs)
-    return {
-        "schema": SCHEMA_VERSION,
-        "created": created,
-        "finished": finished,
-        "command": command,
-        "scene": scene,
-        "settings": settings,
-        "reference_method": reference,
-        "environment": environment,
-        "runs": runs,
-        "summary": summarize_repeats(runs, reference),
-    }
 
 
 def build_results(

@@ -14,6 +14,8 @@ from typing import Dict, List, Optional
 SCHEMA_VERSION = 2  # 2: repeats (per-run "repeat", "timing_valid"), "summary", GPU busy time
 GIB = 1024**3
 MIB = 1024**2
+# environment key: a digest of the ns-splat-plus sources a run trained with (a merge pools one per method)
+SOURCE_DIGEST_KEY = "ns-splat-plus-source"
 # No default scene: the data lives wherever the user keeps it. Every command that trains needs --scene-args.
 SCENE_ARGS_MISSING = (
     "--scene-args is required: the scene's --data folder and dataparser, passed to ns-train last, e.g. "
