@@ -11,9 +11,16 @@ python3 scripts/benchmark.py --methods splatfacto splat-plus splat-plus-fast spl
 # B) splat-plus-lite repeats 2-5 (seeds 2-5), trained at the same time (quality only: timing discarded)
 python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --repeats 4 --first-repeat 2 --concurrent-quality \
   --seed-per-repeat --no-prebuild --timeout 900 --scene-args "$FOX" --scene-name fox --out /tmp/res/tableB-lite-fox  # -> raw/tableB-lite-fox/
-# merged -> results.json, results.md, readme_section.md, plots/ (re-rendered after the report gained the process
-# wall column and the ratios of means, from the same raw results)
-python3 scripts/benchmark.py --from-json raw/tableA-fox/results.json raw/tableB-lite-fox/results.json --reference splatfacto --out .
+# C) H200, the code of 7ded9a5 (ns_splat_plus as at c27cab3, source digest 579ea92667da): splatfacto repeats 2-5
+# (seeds 2-5), trained at the same time (quality only), each exported to a PLY (--export-ply). nerfstudio's exporter
+# imports open3d, pymeshlab, mediapy and xatlas at the top, which the device lacks and the gaussian-splat export
+# never calls: an empty package of each name, on PYTHONPATH, stands in for them there.
+python3 scripts/benchmark.py --methods splatfacto --steps 30000 --repeats 4 --first-repeat 2 --concurrent-quality \
+  --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$FOX" --scene-name fox \
+  --out /tmp/res/splatfacto-r2-4-fox  # -> raw/tableC-splatfacto-fox/
+# merged -> results.json, results.md, readme_section.md, plots/ (from this folder)
+python3 scripts/benchmark.py --from-json raw/tableA-fox/results.json raw/tableB-lite-fox/results.json \
+  raw/tableC-splatfacto-fox/results.json --reference splatfacto --out .
 # After A, `ns-export gaussian-splat --load-config <run>/config.yml` was tried for each run: it failed on the device,
 # whose nerfstudio lacks the modules its exporter imports at the top (open3d, pymeshlab, mediapy, xatlas), and the
 # configs of benchmark runs name the probe's trainer (splatbench must be importable): no PLY bytes from these runs.
