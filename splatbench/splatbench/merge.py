@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 from splatbench.document import results_document
 from splatbench.results import discard_timing
 from splatbench.settings import SOURCE_DIGEST_KEY, run_tag
+from splatbench.stats import group_runs
 
 
 def source_digests(runs: List[Dict[str, Any]]) -> List[str]:
@@ -27,10 +28,7 @@ def check_one_source(runs: List[Dict[str, Any]]) -> None:
     Raises:
         ValueError: naming the first method (and GPU count) whose runs recorded two digests or more.
     """
-    groups: Dict[tuple, List[Dict[str, Any]]] = {}
-    for r in runs:
-        groups.setdefault((r["method"], r["num_gpus"]), []).append(r)
-    for (method, num_gpus), group in groups.items():
+    for (method, num_gpus), group in group_runs(runs).items():
         digests = source_digests(group)
         if len(digests) > 1:
             raise ValueError(f"the runs of {run_tag(method, num_gpus)} come from {len(digests)} versions of the "

@@ -369,9 +369,9 @@ def _provenance_lines(results: Dict[str, Any]) -> List[str]:
     for part in merged:
         renumbered = part.get("renumbered")
         note = f" (renumbered, timing discarded: {', '.join(renumbered)})" if renumbered else ""
-        where = [part.get("device") or "", "source " + ", ".join(part["ns_splat_plus_source"])
-                 if part.get("ns_splat_plus_source") else ""]  # fmt: skip
-        where_text = f" ({'; '.join(w for w in where if w)})" if any(where) else ""
+        digests = part.get("ns_splat_plus_source")
+        where = [w for w in (part.get("device"), digests and "source " + ", ".join(digests)) if w]
+        where_text = f" ({'; '.join(where)})" if where else ""
         lines.append(f"  - `{part.get('source')}`{where_text}: `{part.get('command')}`{note}")
     return lines
 
