@@ -55,9 +55,14 @@ def register_rank() -> None:
         pass
 
 
-_BACKEND_ERROR = re.compile(r"gloo|NCCL|ProcessGroup|Connection (closed|reset) by peer|Timed out waiting")
+_BACKEND_ERROR = re.compile(
+    r"gloo|NCCL|ProcessGroup|Connection (closed|reset) by peer|Timed out waiting|timeout caused pair closure"
+)
 """What gloo's and NCCL's errors say: ``work.wait()`` of an asynchronous all-reduce (the gradients')
-raises a plain RuntimeError from C++, with no frame of torch/distributed/ in its traceback."""
+raises a plain RuntimeError from C++, with no frame of torch/distributed/ in its traceback. When one of
+gloo's operations times out ("Timed out waiting ... for recv"), gloo closes every pair of its context and
+the rank's other pending operations fail with a bare "Application timeout caused pair closure": which of
+the two a rank sees depends on which of its operations timed out first (gloo's tcp/unbound_buffer.cc)."""
 
 _PEER_ENDED = re.compile(r"Connection (closed|reset) by peer|remote process exited")
 """gloo / NCCL: the other end of a collective is gone (its process ended), which is not a hang."""
