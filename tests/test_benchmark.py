@@ -833,6 +833,22 @@ def test_probe_options_travel_through_the_environment(tmp_path, monkeypatch):
     assert GPU_BUSY_STEPS_ENV not in children.child_env(BenchmarkSettings(device_type="cpu"), 1, tmp_path / "p.json")
 
 
+def test_probes_train_the_installed_package_not_one_in_the_working_directory(tmp_path):
+    # a run started from a folder that holds another ns_splat_plus (a checkout beside a non-editable install)
+    shadow = tmp_path / "ns_splat_plus"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('the shadow copy was imported')\n")
+    env = children.child_env(BenchmarkSettings(device_type="cpu"), 1, tmp_path / "probe.json")
+    code = "import ns_splat_plus, splatbench.probe; print(ns_splat_plus.__file__)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    import ns_splat_plus
+
+    assert Path(out.stdout.strip()) == Path(ns_splat_plus.__file__)
+
+
 # --- repeats -----------------------------------------------------------------------------------------
 
 

@@ -157,6 +157,10 @@ def child_env(
     env.update(probe_options(settings).env())
     env[PROBE_OUT_ENV] = str(probe_out)
     env["PYTHONUNBUFFERED"] = "1"
+    # The probe stands in for ns-train, whose console script never puts the working directory on sys.path;
+    # `python -m` does, so run from a checkout it would train (and hash) the checkout's ns_splat_plus instead of
+    # the installed one this benchmark measures. Python >= 3.11 honours this.
+    env["PYTHONSAFEPATH"] = "1"
     if settings.device_type == "cuda":
         visible = visible_gpu_ids()
         if visible and len(visible) >= num_gpus:
