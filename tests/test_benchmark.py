@@ -833,12 +833,32 @@ def test_probe_options_travel_through_the_environment(tmp_path, monkeypatch):
     assert GPU_BUSY_STEPS_ENV not in children.child_env(BenchmarkSettings(device_type="cpu"), 1, tmp_path / "p.json")
 
 
-def test_probes_train_the_installed_package_not_one_in_the_working_directory(tmp_path):
-    # a run started from a folder that holds another ns_splat_plus (a checkout beside a non-editable install)
+def _eval_memory_probe_env(tmp_path, monkeypatch):
+    """The environment scripts/eval_memory.py gives its train probe (captured, not run)."""
+    from splatbench import eval_memory
+
+    seen = {}
+
+    def capture(command, env):
+        seen.update(env)
+        return subprocess.CompletedProcess(command, 1)
+
+    with monkeypatch.context() as patch:  # subprocess is one module: undo before the test's own run
+        patch.setattr(eval_memory.subprocess, "run", capture)
+        eval_memory.train_one("splat-plus", tmp_path / "part.json", [])
+    return seen
+
+
+@pytest.mark.parametrize("tool", ["benchmark", "eval_memory"])
+def test_probes_train_the_installed_package_not_one_in_the_working_directory(tool, tmp_path, monkeypatch):
+    # a probe started from a folder that holds another ns_splat_plus (a checkout beside a non-editable install)
     shadow = tmp_path / "ns_splat_plus"
     shadow.mkdir()
     (shadow / "__init__.py").write_text("raise ImportError('the shadow copy was imported')\n")
-    env = children.child_env(BenchmarkSettings(device_type="cpu"), 1, tmp_path / "probe.json")
+    if tool == "benchmark":
+        env = children.child_env(BenchmarkSettings(device_type="cpu"), 1, tmp_path / "probe.json")
+    else:
+        env = _eval_memory_probe_env(tmp_path, monkeypatch)
     code = "import ns_splat_plus, splatbench.probe; print(ns_splat_plus.__file__)"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120

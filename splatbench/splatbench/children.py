@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from splatbench.options import OPTION_ENVS, PROBE_OUT_ENV, PROGRESS_PREFIX, ProbeOptions
+from splatbench.options import OPTION_ENVS, PROBE_OUT_ENV, PROGRESS_PREFIX, SAFE_PATH_ENV, ProbeOptions
 from splatbench.settings import BenchmarkSettings, log
 
 
@@ -157,10 +157,7 @@ def child_env(
     env.update(probe_options(settings).env())
     env[PROBE_OUT_ENV] = str(probe_out)
     env["PYTHONUNBUFFERED"] = "1"
-    # The probe stands in for ns-train, whose console script never puts the working directory on sys.path;
-    # `python -m` does, so run from a checkout it would train (and hash) the checkout's ns_splat_plus instead of
-    # the installed one this benchmark measures. Python >= 3.11 honours this.
-    env["PYTHONSAFEPATH"] = "1"
+    env.update(SAFE_PATH_ENV)
     if settings.device_type == "cuda":
         visible = visible_gpu_ids()
         if visible and len(visible) >= num_gpus:

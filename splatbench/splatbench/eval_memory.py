@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from splatbench.options import PROBE_OUT_ENV, ProbeOptions
+from splatbench.options import PROBE_OUT_ENV, SAFE_PATH_ENV, ProbeOptions
 
 MIB = 1024**2
 
@@ -45,7 +45,7 @@ def train_one(method: str, part: Path, ns_train_args: List[str]) -> Dict[str, An
             )
     probe_path = part.with_suffix(".probe.json")
     probe_path.unlink(missing_ok=True)
-    env = dict(os.environ, **ProbeOptions(eval_memory=True).env(), **{PROBE_OUT_ENV: str(probe_path)})
+    env = dict(os.environ, **SAFE_PATH_ENV, **ProbeOptions(eval_memory=True).env(), **{PROBE_OUT_ENV: str(probe_path)})
     proc = subprocess.run([sys.executable, "-m", "splatbench.probe", "train", method, *ns_train_args], env=env)
     if proc.returncode != 0 or not probe_path.is_file():
         return {"method": method, "error": f"exit status {proc.returncode}"}

@@ -13,6 +13,10 @@ from typing import Dict, List, Optional
 
 PROBE_OUT_ENV = "NS_SPLAT_PLUS_BENCH_OUT"
 """The probe's JSON output (rank k > 0 adds ``.rankK`` before the suffix)."""
+SAFE_PATH_ENV = {"PYTHONSAFEPATH": "1"}
+"""Every probe process gets this. A probe stands in for ns-train, whose console script never puts the working
+directory on sys.path; ``python -m`` does, so a probe started from a checkout would train (and hash) the
+checkout's ns_splat_plus rather than the installed one the benchmark measures. Python >= 3.11 honours it."""
 TOGGLE_ENV = "NS_SPLAT_PLUS_TOGGLE_INSTRUMENTATION"
 """N > 0: splat-plus's instrumentation is switched on for N steps, off for N steps, and so on, in
 one run (each step's mode is recorded): its cost measured on one training trajectory."""
