@@ -46,6 +46,13 @@ def scene(tmp_path_factory) -> Path:
     return make_scene(tmp_path_factory.mktemp("scene"), SPEC)
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """A shell that starts a job in the background (``nohup``, ``&``, some CI runners) ignores SIGINT, and its
+    children inherit that, so Python never turns Ctrl-C into KeyboardInterrupt. A user's Ctrl-C reaches an
+    ns-train that does not ignore it: the child gets the default disposition, whatever ran pytest."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Launched:
     """A CLI process whose merged output is read line by line in a thread (``wait_for`` a line)."""
 
@@ -57,6 +64,7 @@ class Launched:
             text=True,
             env=env or _env(),
             stdin=subprocess.DEVNULL,
+            preexec_fn=_sigint_as_in_a_terminal,
         )
         self.lines: list = []
         self._reader = threading.Thread(target=self._read, daemon=True)
