@@ -834,7 +834,7 @@ def test_probe_options_travel_through_the_environment(tmp_path, monkeypatch):
 
 
 def _eval_memory_probe_env(tmp_path, monkeypatch):
-    """The environment scripts/eval_memory.py gives its train probe (captured, not run)."""
+    """The environment scripts/measure_eval_memory.py (splatbench.eval_memory) gives its train probe (captured, not run)."""
     from splatbench import eval_memory
 
     seen = {}
