@@ -1,7 +1,7 @@
 # H100 (one machine: A, then B), 2026-11-26; the code of 59dd34f (ns_splat_plus as at c27cab3: splat-plus-lite at
 # B = 1). Issue 30's table on fox, first part: every method's repeat 1 timed alone in one command; splat-plus-lite's
-# repeats 2-5. Repeats 2-5 of splatfacto, splat-plus and splat-plus-fast are still to run (with --first-repeat 2,
-# at this code). Run from the repository root with fox copied to /tmp/data and `source .device/setup.sh`
+# repeats 2-5. Repeats 2-5 of splatfacto, splat-plus and splat-plus-fast follow below as far as they have run (with
+# --first-repeat 2, at this package: notes.md lists those still to run). Run from the repository root with fox copied to /tmp/data and `source .device/setup.sh`
 # (DEVELOPERS.md); the number of runs (5 per method) and the seeds (repeat k: seed k) were fixed before any ran.
 export PYTHONPATH=$PWD/splatbench:$PYTHONPATH
 FOX='--data /tmp/data/fox instant-ngp-data --eval-mode interval --eval-interval 8'
@@ -18,9 +18,17 @@ python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --repeats 4
 python3 scripts/benchmark.py --methods splatfacto --steps 30000 --repeats 4 --first-repeat 2 --concurrent-quality \
   --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$FOX" --scene-name fox \
   --out /tmp/res/splatfacto-r2-4-fox  # -> raw/tableC-splatfacto-fox/
+# D) 2026-11-27, H200 (a 2-GPU machine, this batch alone on its GPU), the code of d6d40d7 with ns_splat_plus as at
+# c27cab3 (`git archive c27cab3 ns_splat_plus` installed over the wheel's copy; source digest 579ea92667da, checked
+# before the start): splat-plus-fast repeats 2-3 (seeds 2-3), trained at the same time (quality only), each exported
+# to a PLY. Started from a folder holding scripts/ and splatbench/ but no ns_splat_plus, so no probe could import
+# the checkout's package. Repeats 4-5 were cut off when the session's device time ran out: still to run.
+python3 scripts/benchmark.py --methods splat-plus-fast --steps 30000 --repeats 2 --first-repeat 2 --concurrent-quality \
+  --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$FOX" --scene-name fox \
+  --out /tmp/res/splat-plus-fast-r2-2-fox  # -> raw/tableD-fast-fox/
 # merged -> results.json, results.md, readme_section.md, plots/ (from this folder)
 python3 scripts/benchmark.py --from-json raw/tableA-fox/results.json raw/tableB-lite-fox/results.json \
-  raw/tableC-splatfacto-fox/results.json --reference splatfacto --out .
+  raw/tableC-splatfacto-fox/results.json raw/tableD-fast-fox/results.json --reference splatfacto --out .
 # After A, `ns-export gaussian-splat --load-config <run>/config.yml` was tried for each run: it failed on the device,
 # whose nerfstudio lacks the modules its exporter imports at the top (open3d, pymeshlab, mediapy, xatlas), and the
 # configs of benchmark runs name the probe's trainer (splatbench must be importable): no PLY bytes from these runs.

@@ -1,8 +1,9 @@
 # H100 (a second machine: A, then B), 2026-11-26; the code of 59dd34f (ns_splat_plus as at c27cab3: splat-plus-lite at
 # B = 1). Issue 30's table on plush-dog, first part: every method's repeat 1 timed alone in one command; splat-plus-lite's
-# repeats 2-5. Repeats 2-5 of splatfacto, splat-plus and splat-plus-fast are still to run (with --first-repeat 2,
-# at this code). Run from the repository root with plush-dog copied to /tmp/data and `source .device/setup.sh`
-# (DEVELOPERS.md); the number of runs (5 per method) and the seeds (repeat k: seed k) were fixed before any ran.
+# repeats 2-5. Repeats 2-5 of splatfacto, splat-plus and splat-plus-fast follow below as far as they have run (with
+# --first-repeat 2, at this package: notes.md lists those still to run). Run from the repository root with plush-dog
+# copied to /tmp/data and `source .device/setup.sh` (DEVELOPERS.md); the number of runs (5 per method) and the seeds
+# (repeat k: seed k) were fixed before any ran.
 export PYTHONPATH=$PWD/splatbench:$PYTHONPATH
 DOG='--data /tmp/data/plush-dog colmap --colmap-path sparse/0 --downscale-factor 2'
 # A) the four methods, repeat 1 (seed 1), each alone on the GPU, one after the other, each evaluated by ns-eval
@@ -11,9 +12,17 @@ python3 scripts/benchmark.py --methods splatfacto splat-plus splat-plus-fast spl
 # B) splat-plus-lite repeats 2-5 (seeds 2-5), trained at the same time (quality only: timing discarded)
 python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --repeats 4 --first-repeat 2 --concurrent-quality \
   --seed-per-repeat --no-prebuild --timeout 900 --scene-args "$DOG" --scene-name plush-dog --out /tmp/res/tableB-lite-dog  # -> raw/tableB-lite-dog/
-# merged -> results.json, results.md, readme_section.md, plots/ (re-rendered after the report gained the process
-# wall column and the ratios of means, from the same raw results)
-python3 scripts/benchmark.py --from-json raw/tableA-dog/results.json raw/tableB-lite-dog/results.json --reference splatfacto --out .
+# C) 2026-11-27, H200 (a 2-GPU machine, this run alone on its GPU), the code of d6d40d7 with ns_splat_plus as at
+# c27cab3 (`git archive c27cab3 ns_splat_plus` installed over the wheel's copy; source digest 579ea92667da, checked
+# before the start; splatfacto trains nerfstudio's own model): splatfacto repeat 2 (seed 2), quality only, exported
+# to a PLY. Started from a folder holding scripts/ and splatbench/ but no ns_splat_plus. nerfstudio's exporter imports
+# open3d, pymeshlab, mediapy and xatlas at the top: an empty package of each name, on PYTHONPATH, stands in for them.
+python3 scripts/benchmark.py --methods splatfacto --steps 30000 --repeats 1 --first-repeat 2 --concurrent-quality \
+  --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$DOG" --scene-name plush-dog \
+  --out /tmp/res/splatfacto-r2-1-dog  # -> raw/tableC-splatfacto-dog/
+# merged -> results.json, results.md, readme_section.md, plots/ (from this folder)
+python3 scripts/benchmark.py --from-json raw/tableA-dog/results.json raw/tableB-lite-dog/results.json \
+  raw/tableC-splatfacto-dog/results.json --reference splatfacto --out .
 # After A, `ns-export gaussian-splat --load-config <run>/config.yml` was tried for each run: it failed on the device,
 # whose nerfstudio lacks the modules its exporter imports at the top (open3d, pymeshlab, mediapy, xatlas), and the
 # configs of benchmark runs name the probe's trainer (splatbench must be importable): no PLY bytes from these runs.
