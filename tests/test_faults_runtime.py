@@ -46,17 +46,10 @@ def scene(tmp_path_factory) -> Path:
     return make_scene(tmp_path_factory.mktemp("scene"), SPEC)
 
 
-def _sigint_as_in_a_terminal() -> None:
-    """A shell that starts a job in the background (``nohup``, ``&``, some CI runners) ignores SIGINT, and its
-    children inherit that, so Python never turns Ctrl-C into KeyboardInterrupt. A user's Ctrl-C reaches an
-    ns-train that does not ignore it: the child gets the default disposition, whatever ran pytest."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 class Launched:
     """A CLI process whose merged output is read line by line in a thread (``wait_for`` a line)."""
 
-    def __init__(self, cmd, env=None) -> None:
+    def __init__(self, cmd, env=None, preexec_fn=None) -> None:
         self.proc = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,
@@ -64,8 +57,8 @@ class Launched:
             text=True,
             env=env or _env(),
             stdin=subprocess.DEVNULL,
-            preexec_fn=_sigint_as_in_a_terminal,
-        )
+            preexec_fn=preexec_fn,
+        )  # SIGINT as a terminal gives it, also when pytest was started in the background: conftest.py
         self.lines: list = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -190,6 +183,58 @@ def test_sigint_during_startup_is_one_line_and_leaves_no_run_directory(scene, tm
     assert len(lines_with(output, "stopped by Ctrl-C (SIGINT)")) == 1, output[-3000:]
     method_dir = tmp_path / "early" / "splat-plus"
     assert not method_dir.exists() or not list(method_dir.iterdir()), list(method_dir.rglob("*"))
+
+
+def _as_a_background_job() -> None:
+    """What a shell does to a job it starts in the background (``cmd &`` in a script): SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.slow
+def test_a_run_started_with_sigint_ignored_trains_through_ctrl_c_and_still_stops_on_sigterm(scene, tmp_path):
+    """Ctrl-C in a terminal reaches its whole process group, a script's background jobs too; the shell
+    starts those with SIGINT ignored so that they go on. ns-train keeps that ignore in its training loop,
+    as Python does before it, and SIGTERM (a scheduler's stop) still saves a checkpoint."""
+    run = Launched(train_cmd(scene, tmp_path, "bg", 100000, "--steps-per-save", "2"), preexec_fn=_as_a_background_job)
+    saved_dir = run_dir(tmp_path, "bg")
+    deadline = time.time() + 240
+    while not checkpoints(saved_dir) and run.proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    run.proc.send_signal(signal.SIGINT)
+    at_sigint = checkpoints(saved_dir)[-1].name
+    while checkpoints(saved_dir)[-1].name == at_sigint and run.proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert run.proc.poll() is None, run.output[-3000:]  # training went on: a later checkpoint, still running
+    assert checkpoints(saved_dir)[-1].name > at_sigint, run.output[-3000:]
+    run.proc.send_signal(signal.SIGTERM)
+    proc = run.finish()
+    assert proc.returncode == 1 and "SIGINT" not in proc.stdout, proc.stdout[-3000:]
+    (stopped,) = lines_with(proc.stdout, "training stopped by SIGTERM")
+    assert "checkpoint saved" in stopped
+
+
+def test_stop_request_keeps_an_inherited_ignore_and_handles_the_rest():
+    """The handlers' installation alone: an ignored SIGINT stays ignored while SIGTERM gets the handler; a
+    SIGINT with a handler (a terminal's) gets it too; uninstalling puts back exactly what was there."""
+    from ns_splat_plus.training.stopping import StopRequest
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        for sigint, handled in (
+            (signal.SIG_IGN, {signal.SIGTERM}),
+            (signal.default_int_handler, {signal.SIGINT, signal.SIGTERM}),
+        ):
+            signal.signal(signal.SIGINT, sigint)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            request = StopRequest()
+            request.install()
+            for sig, unhandled in ((signal.SIGINT, sigint), (signal.SIGTERM, signal.SIG_DFL)):
+                assert signal.getsignal(sig) == (request._handle if sig in handled else unhandled), sig
+            request.uninstall()
+            assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == (sigint, signal.SIG_DFL)
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
 
 
 # --- 13. + 21. the viewer: a taken port, closed with Ctrl-C after training -----------------------

@@ -3,7 +3,8 @@
 Three things ask a run to stop or wait:
 
 * SIGINT (Ctrl-C) and SIGTERM (what schedulers send before killing a job), on any rank: torchrun and
-  srun forward them to every worker, a ``kill`` may reach one rank only;
+  srun forward them to every worker, a ``kill`` may reach one rank only. A signal the run was started
+  with ignored (SIGINT in a shell's background job) stays ignored;
 * ``trainer.stop_training`` set on global rank 0 (nerfstudio's ``Trainer.shutdown()``, a plugin, a
   thread of the viewer): training ends after the agreed step with a checkpoint, exit status 0;
 * the viewer's Pause button (``trainer.training_state == "paused"``), on global rank 0 only, where the
@@ -58,6 +59,11 @@ class StopRequest:
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set in the main thread (tests may train elsewhere)
         for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                # ignored by whoever started the run: a shell ignores SIGINT in a job it starts in the
+                # background, so that Ctrl-C in the terminal reaches only the foreground. Python keeps such
+                # an ignore at start-up (no KeyboardInterrupt); the training loop keeps it too.
+                continue
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def uninstall(self) -> None:
