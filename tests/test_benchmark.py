@@ -967,6 +967,49 @@ def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, mo
     assert quality_alone["timing_valid"] is False and quality_alone["train_wall_s"] is None
 
 
+def test_a_concurrent_run_is_kept_in_results_json_as_soon_as_it_ends(tmp_path, monkeypatch):
+    """A machine can go away while the slowest run of a batch still trains: every run that has ended
+    (trained, evaluated) is in OUT/results.json by then, not only when the whole batch ends."""
+    import time
+
+    from splatbench.options import PROBE_OUT_ENV
+
+    out = tmp_path / "out"
+    settings = BenchmarkSettings(methods=["splat-plus"], repeats=3, concurrent_quality=True, device_type="cpu",
+                                 lpips_standin=False, scene_args="--data scene colmap")  # fmt: skip
+    kept_while_r3_trained = []  # what results.json held while repeat 3 was still training
+
+    def on_disk() -> dict:
+        path = out / "results.json"
+        return {r["repeat"]: r["status"] for r in json.loads(path.read_text())["runs"]} if path.exists() else {}
+
+    def fake_child(command, log_path, env, timeout_s, label):
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("fake\n")
+        if command[3] == "train":
+            if "-r3" in label:  # the slow run: trains until repeat 2's record is on disk (or 20 s)
+                deadline = time.monotonic() + 20
+                while on_disk().get(2) != "ok" and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                kept_while_r3_trained.append(on_disk())
+            base = Path(command[command.index("--output-dir") + 1]) / "exp" / "bench"
+            base.mkdir(parents=True)
+            (base / "config.yml").write_text("fake")
+            Path(env[PROBE_OUT_ENV]).write_text(json.dumps({"steps": [0, 1], "host_begin_s": [0, 0.01],
+                                                            "host_end_s": [0.005, 0.015], "train_s": 9.0}))  # fmt: skip
+        else:
+            out_json = Path(command[command.index("--output-path") + 1])
+            out_json.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8}}))
+        return children.ChildResult(0, 0.3, False, log_path)
+
+    monkeypatch.setattr(children, "run_child", fake_child)
+    results = runner.run_benchmark(settings, out)
+    # repeat 1 (the timed batch) and repeat 2 (ended, evaluated) were kept while repeat 3 still trained
+    assert kept_while_r3_trained == [{1: "ok", 2: "ok"}]
+    assert [(r["repeat"], r["status"]) for r in results["runs"]] == [(1, "ok"), (2, "ok"), (3, "ok")]
+    assert on_disk() == {1: "ok", 2: "ok", 3: "ok"}
+
+
 def _repeat_results() -> dict:
     """splat-plus PSNR 27.0, 27.4, 27.2 (mean 27.2, sd 0.2); splatfacto 26.8, 27.0, 27.2, 27.0 (mean 27.0,
     sd sqrt(0.08 / 3)); splat-plus's third run shared the GPU (timing discarded)."""

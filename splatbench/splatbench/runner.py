@@ -17,14 +17,16 @@ separate machines: the timing runs in one, the quality repeats in another) combi
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import shlex
 import shutil
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from splatbench import children
 from splatbench.document import results_document
@@ -266,9 +268,19 @@ class RunJob:
         )
 
 
-def run_batch(settings: BenchmarkSettings, batch: List[PlannedRun], out_dir: Path) -> List[Dict[str, Any]]:
+def run_batch(
+    settings: BenchmarkSettings,
+    batch: List[PlannedRun],
+    out_dir: Path,
+    on_run_end: Optional[Callable[[List[Dict[str, Any]]], None]] = None,
+) -> List[Dict[str, Any]]:
     """One run alone, or a concurrent batch: all start training at the same time, and each runs its
-    ns-eval as soon as its own training ends (not one by one after the slowest training)."""
+    ns-eval as soon as its own training ends (not one by one after the slowest training).
+
+    Args:
+        on_run_end: called with the records of this batch's runs that have ended so far (trained,
+            evaluated, exported, or failed), each time one ends; one call at a time.
+    """
     jobs = [RunJob(settings, plan, out_dir) for plan in batch]
     ready = [job for job in jobs if job.prepare()]
     if len(batch) == 1 and not batch[0].concurrent:  # a timed run: in this thread, nothing beside it
@@ -276,8 +288,19 @@ def run_batch(settings: BenchmarkSettings, batch: List[PlannedRun], out_dir: Pat
             ready[0].after_training()
         return [job.record for job in jobs]
     log(f"{len(ready)} quality runs at the same time: " + ", ".join(job.tag for job in ready))
+    ended: List[Dict[str, Any]] = []
+    ending = threading.Lock()
+
+    def train_and_score(job: RunJob) -> None:
+        if job.train(sharing=len(ready) - 1):
+            job.after_training()
+        with ending:
+            ended.append(job.record)
+            if on_run_end is not None:
+                on_run_end(list(ended))
+
     with ThreadPoolExecutor(max_workers=max(1, len(ready))) as pool:
-        list(pool.map(lambda job: job.train(sharing=len(ready) - 1) and job.after_training(), ready))
+        list(pool.map(train_and_score, ready))
     return [job.record for job in jobs]
 
 
@@ -321,11 +344,25 @@ def run_benchmark(
     runs: List[Dict[str, Any]] = []
     for index, batch in enumerate(batches, 1):
         log(f"batch {index}/{len(batches)}: {tags[index - 1]}")
-        runs.extend(run_batch(settings, batch, out_dir))
-        write_results(build_results(settings, runs, started, command), out_dir)  # partial results survive
+        keep = functools.partial(_keep_partial, settings, list(runs), started, command, out_dir)
+        runs.extend(run_batch(settings, batch, out_dir, on_run_end=keep))
+        # partial results survive: after every batch, and within a concurrent batch after every run
+        write_results(build_results(settings, runs, started, command), out_dir)
     results = build_results(settings, runs, started, command)
     write_outputs(results, out_dir, readme_plot_base=readme_plot_base)
     return results
+
+
+def _keep_partial(
+    settings: BenchmarkSettings,
+    earlier: List[Dict[str, Any]],
+    started: _dt.datetime,
+    command: Optional[str],
+    out_dir: Path,
+    ended: List[Dict[str, Any]],
+) -> None:
+    """results.json with the earlier batches' runs and the runs of this batch that have ended."""
+    write_results(build_results(settings, earlier + ended, started, command), out_dir)
 
 
 def build_results(
