@@ -57,8 +57,8 @@ class Launched:
             text=True,
             env=env or _env(),
             stdin=subprocess.DEVNULL,
-            preexec_fn=preexec_fn,
-        )  # SIGINT as a terminal gives it, also when pytest was started in the background: conftest.py
+            preexec_fn=preexec_fn,  # none: SIGINT as a terminal gives it, even when pytest runs in the background (conftest.py)
+        )
         self.lines: list = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -200,6 +200,7 @@ def test_a_run_started_with_sigint_ignored_trains_through_ctrl_c_and_still_stops
     deadline = time.time() + 240
     while not checkpoints(saved_dir) and run.proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
+    assert run.proc.poll() is None and checkpoints(saved_dir), run.output[-3000:]  # training, and saving
     run.proc.send_signal(signal.SIGINT)
     at_sigint = checkpoints(saved_dir)[-1].name
     while checkpoints(saved_dir)[-1].name == at_sigint and run.proc.poll() is None and time.time() < deadline:
