@@ -26,9 +26,27 @@ python3 scripts/benchmark.py --methods splatfacto --steps 30000 --repeats 4 --fi
 python3 scripts/benchmark.py --methods splat-plus-fast --steps 30000 --repeats 2 --first-repeat 2 --concurrent-quality \
   --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$FOX" --scene-name fox \
   --out /tmp/res/splat-plus-fast-r2-2-fox  # -> raw/tableD-fast-fox/
+# E) 2026-11-27, H200 (a 4-GPU machine: each GPU ran its own batches, four at a time on the machine), the code of
+# 870f20e with ns_splat_plus as at c27cab3 (`git archive c27cab3 ns_splat_plus` installed over the wheel's copy;
+# source digest 579ea92667da, checked before the start), started from a folder holding scripts/ and splatbench/ but
+# no ns_splat_plus: splat-plus repeats 2-3 (seeds 2-3), trained at the same time (quality only), each exported to a PLY
+python3 scripts/benchmark.py --methods splat-plus --steps 30000 --repeats 2 --first-repeat 2 --concurrent-quality \
+  --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$FOX" --scene-name fox \
+  --out /tmp/res/splat-plus-r2-2-fox  # -> raw/tableE-sp-fox/
+# F) the same machine and code: splat-plus-fast repeats 4-5 (seeds 4-5), trained at the same time (quality only),
+# each exported to a PLY
+python3 scripts/benchmark.py --methods splat-plus-fast --steps 30000 --repeats 2 --first-repeat 4 --concurrent-quality \
+  --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$FOX" --scene-name fox \
+  --out /tmp/res/splat-plus-fast-r4-2-fox  # -> raw/tableF-fast-fox/
+# P) the same machine and code, not merged (a sixth splat-plus-lite run, for its PLY bytes only; its GPU ran it
+# alone, the machine's other GPUs ran batches of their own: its timing is not a timed-alone figure)
+python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --repeats 1 --first-repeat 1 --concurrent-quality \
+  --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$FOX" --scene-name fox \
+  --out /tmp/res/splat-plus-lite-r1-1-fox  # -> raw/ply-lite-fox/
 # merged -> results.json, results.md, readme_section.md, plots/ (from this folder)
 python3 scripts/benchmark.py --from-json raw/tableA-fox/results.json raw/tableB-lite-fox/results.json \
-  raw/tableC-splatfacto-fox/results.json raw/tableD-fast-fox/results.json --reference splatfacto --out .
+  raw/tableC-splatfacto-fox/results.json raw/tableD-fast-fox/results.json raw/tableE-sp-fox/results.json \
+  raw/tableF-fast-fox/results.json --reference splatfacto --out .
 # After A, `ns-export gaussian-splat --load-config <run>/config.yml` was tried for each run: it failed on the device,
 # whose nerfstudio lacks the modules its exporter imports at the top (open3d, pymeshlab, mediapy, xatlas), and the
 # configs of benchmark runs name the probe's trainer (splatbench must be importable): no PLY bytes from these runs.
