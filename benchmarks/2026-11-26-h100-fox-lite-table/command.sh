@@ -43,10 +43,19 @@ python3 scripts/benchmark.py --methods splat-plus-fast --steps 30000 --repeats 2
 python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --repeats 1 --first-repeat 1 --concurrent-quality \
   --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$FOX" --scene-name fox \
   --out /tmp/res/splat-plus-lite-r1-1-fox  # -> raw/ply-lite-fox/
+# G) 2026-11-27, H200 (a third 4-GPU machine: each GPU ran its own batch, four at a time on the machine), the code
+# of d5fde15 with ns_splat_plus as at c27cab3 (`git archive c27cab3 ns_splat_plus` installed over the wheel's copy;
+# source digest 579ea92667da, checked before the start), started from a folder holding scripts/ and splatbench/ but
+# no ns_splat_plus, with setup.sh's TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 exported (so gsplat's extension was not
+# rebuilt): splat-plus repeats 4-5 (seeds 4-5), trained at the same time (quality only), each
+# exported to a PLY
+python3 scripts/benchmark.py --methods splat-plus --steps 30000 --repeats 2 --first-repeat 4 --concurrent-quality \
+  --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$FOX" --scene-name fox \
+  --out /tmp/res/splat-plus-r4-2-fox  # -> raw/tableG-sp-fox/
 # merged -> results.json, results.md, readme_section.md, plots/ (from this folder)
 python3 scripts/benchmark.py --from-json raw/tableA-fox/results.json raw/tableB-lite-fox/results.json \
   raw/tableC-splatfacto-fox/results.json raw/tableD-fast-fox/results.json raw/tableE-sp-fox/results.json \
-  raw/tableF-fast-fox/results.json --reference splatfacto --out .
+  raw/tableF-fast-fox/results.json raw/tableG-sp-fox/results.json --reference splatfacto --out .
 # After A, `ns-export gaussian-splat --load-config <run>/config.yml` was tried for each run: it failed on the device,
 # whose nerfstudio lacks the modules its exporter imports at the top (open3d, pymeshlab, mediapy, xatlas), and the
 # configs of benchmark runs name the probe's trainer (splatbench must be importable): no PLY bytes from these runs.

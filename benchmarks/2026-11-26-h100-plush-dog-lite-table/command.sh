@@ -48,10 +48,28 @@ python3 scripts/benchmark.py --methods splat-plus-fast --steps 30000 --repeats 2
 python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --repeats 1 --first-repeat 1 --concurrent-quality \
   --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$DOG" --scene-name plush-dog \
   --out /tmp/res/splat-plus-lite-r1-1-dog  # -> raw/ply-lite-dog/
+# H) 2026-11-27, H200 (a third 4-GPU machine: each GPU ran its own batch, four at a time on the machine), the code
+# of d5fde15 with ns_splat_plus as at c27cab3 (`git archive c27cab3 ns_splat_plus` installed over the wheel's copy;
+# source digest 579ea92667da, checked before the start), started from a folder holding scripts/ and splatbench/ but
+# no ns_splat_plus, with setup.sh's TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 exported (so gsplat's extension was not
+# rebuilt): splatfacto repeat 3 (seed 3), alone on its GPU (quality only), exported to a PLY
+python3 scripts/benchmark.py --methods splatfacto --steps 30000 --repeats 1 --first-repeat 3 --concurrent-quality \
+  --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$DOG" --scene-name plush-dog \
+  --out /tmp/res/splatfacto-r3-1-plush-dog  # -> raw/tableH-splatfacto-dog/
+# I) the same machine and code: splatfacto repeat 4 (seed 4), as H, on another GPU
+python3 scripts/benchmark.py --methods splatfacto --steps 30000 --repeats 1 --first-repeat 4 --concurrent-quality \
+  --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$DOG" --scene-name plush-dog \
+  --out /tmp/res/splatfacto-r4-1-plush-dog  # -> raw/tableI-splatfacto-dog/
+# J) the same machine and code: splat-plus repeats 4-5 (seeds 4-5), trained at the same time (quality only), each
+# exported to a PLY
+python3 scripts/benchmark.py --methods splat-plus --steps 30000 --repeats 2 --first-repeat 4 --concurrent-quality \
+  --seed-per-repeat --export-ply --no-prebuild --timeout 1750 --scene-args "$DOG" --scene-name plush-dog \
+  --out /tmp/res/splat-plus-r4-2-plush-dog  # -> raw/tableJ-sp-dog/
 # merged -> results.json, results.md, readme_section.md, plots/ (from this folder)
 python3 scripts/benchmark.py --from-json raw/tableA-dog/results.json raw/tableB-lite-dog/results.json \
   raw/tableC-splatfacto-dog/results.json raw/tableD-splatfacto-dog/results.json raw/tableE-sp-dog/results.json \
-  raw/tableF-fast-dog/results.json raw/tableG-fast-dog/results.json --reference splatfacto --out .
+  raw/tableF-fast-dog/results.json raw/tableG-fast-dog/results.json raw/tableH-splatfacto-dog/results.json \
+  raw/tableI-splatfacto-dog/results.json raw/tableJ-sp-dog/results.json --reference splatfacto --out .
 # After A, `ns-export gaussian-splat --load-config <run>/config.yml` was tried for each run: it failed on the device,
 # whose nerfstudio lacks the modules its exporter imports at the top (open3d, pymeshlab, mediapy, xatlas), and the
 # configs of benchmark runs name the probe's trainer (splatbench must be importable): no PLY bytes from these runs.
