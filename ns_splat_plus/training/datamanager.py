@@ -15,13 +15,14 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple, Type
+from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Type
 
 import torch
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
 
 from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.evaluation.streamed import eval_camera_and_batch
 from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, RENDER_CACHE, concatenated_cameras
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.sharding import camera_for_step, cameras_for_step, eval_share
@@ -103,6 +104,16 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
     def eval_indices(self) -> List[int]:
         """The eval images this rank holds and scores (all of them in one process)."""
         return eval_share(collectives.get_rank(), collectives.get_world_size(), len(self.eval_dataset))
+
+    @property
+    def fixed_indices_eval_dataloader(self) -> "HeldEvalViews":
+        """This rank's eval (camera, data) pairs, each moved to the device only when read.
+
+        Upstream's property copies every eval image to the device and indexes every eval image, but
+        ``cached_eval`` holds only this rank's share: with several ranks it raised IndexError, and
+        nerfstudio's viewer reads every public property of the pipeline at start-up (``parse_object``),
+        so rank 0 of every multi-rank run with the viewer on died in set-up."""
+        return HeldEvalViews(self)
 
     def next_train(self, step: int) -> Tuple[Cameras, Dict]:
         """This rank's camera for ``step``, from its own shard, reshuffled each epoch.
@@ -240,3 +251,22 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
 
         with photo_errors(self.eval_dataset):
             return load.load_eval_images(self)
+
+
+class HeldEvalViews(Sequence):
+    """The eval views a rank holds (``SplatPlusDataManager.eval_indices``), as upstream's
+    ``fixed_indices_eval_dataloader`` list of ``(camera [1], data)`` pairs, but made on access: one
+    image on the device at a time, never all of them."""
+
+    def __init__(self, datamanager: SplatPlusDataManager) -> None:
+        self._datamanager = datamanager
+        self.indices: List[int] = datamanager.eval_indices()
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, position):  # type: ignore[override]
+        if isinstance(position, slice):
+            return [self[k] for k in range(*position.indices(len(self)))]
+        dm = self._datamanager
+        return eval_camera_and_batch(dm, self.indices[position], torch.device(dm.device))
