@@ -7,6 +7,9 @@ and a ``SystemExit`` carrying a message prints that one message and exits non-ze
 traceback. Its kinds: :class:`UserInputError` (the command line or the dataset) and
 :class:`TrainingHealthError` (gradients that cannot train). :func:`exit_on_user_error` is the one
 handler for the places where splat-plus wants its own formatting (a red console line) and exit status.
+With several ranks, who prints it is decided among the ranks (:func:`set_announcer`, which ``parallel/``
+calls once the ranks are known): the first rank that found an error prints it, naming itself; the others
+exit silently with their status.
 
 Lives at the top of the package (not in ``training/`` or ``strategy/``) because every layer raises
 these and the module imports nothing of the package: the lowest layer (docs/development.md, "Layers").
@@ -15,13 +18,16 @@ these and the module imports nothing of the package: the lowest layer (docs/deve
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 
 class SplatPlusError(SystemExit):
     """A stop the user can act on; ``str(err)`` is the whole message."""
 
     exit_status = 1
+    same_on_every_rank = False
+    """True for an error that every rank raises with the same message (ranks that disagree): shown without
+    naming the rank that printed it."""
 
     def __init__(self, message: str, what_to_do: Optional[str] = None) -> None:
         text = message if what_to_do is None else f"{message}\n  What to do: {what_to_do}"
@@ -56,15 +62,38 @@ class TrainingHealthError(SplatPlusError):
         return cls(message)
 
 
+Announcer = Callable[[SplatPlusError], Optional[str]]
+"""With several ranks: the text this rank prints for an error (naming the rank), or None (another rank has)."""
+
+_announcer: Optional[Announcer] = None
+
+
+def set_announcer(announcer: Optional[Announcer]) -> None:
+    """Decide with ``announcer`` who prints an error and how (``parallel/`` sets it once the ranks are known)."""
+    global _announcer
+    _announcer = announcer
+
+
+def show(err: SplatPlusError, rank: int = 0) -> None:
+    """Print ``err`` as one red message on stderr: once per run with several ranks (the announcer decides,
+    whichever rank found it); without one, in a process of rank 0."""
+    if _announcer is not None:
+        text = _announcer(err)
+    else:
+        text = err.message if rank == 0 else None
+    if text is None:
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]splat-plus: {escape(text)}[/bold red]")
+
+
 @contextlib.contextmanager
 def exit_on_user_error(rank: int = 0) -> Iterator[None]:
-    """Print a SplatPlusError as one red message on stderr (rank 0) and exit with its status."""
+    """Print a SplatPlusError as one red message on stderr (:func:`show`) and exit with its status."""
     try:
         yield
     except SplatPlusError as err:
-        if rank == 0:
-            from rich.console import Console
-            from rich.markup import escape
-
-            Console(stderr=True, soft_wrap=True).print(f"[bold red]splat-plus: {escape(err.message)}[/bold red]")
+        show(err, rank)
         raise SystemExit(err.exit_status) from None

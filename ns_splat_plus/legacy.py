@@ -3,16 +3,23 @@
 Run directories written before a module moved hold ``config.yml`` files whose YAML names classes by
 module (``!!python/object:ns_splat_plus.trainer.SplatPlusTrainerConfig``); ns-eval, ns-viewer,
 ns-export and resume load them through these aliases. Every dataclass config that moves gets its
-old module here. Installed once, from ``ns_splat_plus/__init__.py``; nothing new should import the
-old names. Checkpoints name no classes (tensors and plain containers, loaded with ``weights_only=True``).
+old module here. Nothing new should import the old names. Checkpoints name no classes (tensors and
+plain containers, loaded with ``weights_only=True``).
+
+:func:`install` (called from ``ns_splat_plus/__init__.py``) puts one placeholder module in ``sys.modules``
+under each old name, and nothing else: no import hook (nerfstudio imports every plugin in every ``ns-*``
+command, so a finder on ``sys.meta_path`` would sit in the imports of every other method). A placeholder
+imports its module of today when one of its names is first read (PyYAML's ``find_python_name`` imports
+the module, finds it in ``sys.modules`` and reads the class from it), and leaves that module in its place.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
+import importlib.machinery
 import sys
+import types
+from typing import Any
 
 RENAMED = {
     "ns_splat_plus.config": "ns_splat_plus.method",
@@ -26,27 +33,26 @@ RENAMED = {
 }
 
 
-class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname in RENAMED:
-            return importlib.util.spec_from_loader(fullname, self)
-        return None
+class AliasModule(types.ModuleType):
+    """``sys.modules[old name]`` until a name of it is read: then the module of today (imported by name,
+    not by an import statement: this module sits below every layer), which also takes its place there.
+    Dunder names (``__file__``, ``__path__``...: what tools that walk ``sys.modules`` read) import nothing."""
 
-    def __init__(self) -> None:
-        self._real = {}
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__(old, f"{old}: the old name of {new} (ns_splat_plus/legacy.py)")
+        self.__spec__ = importlib.machinery.ModuleSpec(old, None)
+        self.__dict__["_alias_of"] = new
 
-    def create_module(self, spec):
-        module = importlib.import_module(RENAMED[spec.name])
-        self._real[spec.name] = (module.__spec__, getattr(module, "__loader__", None))
-        return module  # the new module itself answers to the old name
-
-    def exec_module(self, module) -> None:
-        # importlib stamped the alias spec on the module: give it back its own
-        for alias, (spec, loader) in self._real.items():
-            if sys.modules.get(alias) is module:
-                module.__spec__, module.__loader__ = spec, loader
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        module = importlib.import_module(self.__dict__["_alias_of"])
+        if sys.modules.get(self.__name__) is self:
+            sys.modules[self.__name__] = module
+        return getattr(module, name)
 
 
 def install() -> None:
-    if not any(isinstance(finder, _Alias) for finder in sys.meta_path):
-        sys.meta_path.append(_Alias())
+    """An :class:`AliasModule` in ``sys.modules`` for each old name not there yet."""
+    for old, new in RENAMED.items():
+        sys.modules.setdefault(old, AliasModule(old, new))

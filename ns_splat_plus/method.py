@@ -8,12 +8,16 @@ densification settings) on splat-plus's model, pipeline and trainer.
 
 from __future__ import annotations
 
+import sys
+from typing import Any, Dict, cast
+
 from nerfstudio.configs.base_config import LoggingConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
+from ns_splat_plus import upstream
 from ns_splat_plus.model import SplatPlusModelConfig
 from ns_splat_plus.strategy.build import MCMC_RECIPE
 from ns_splat_plus.training import uncaught
@@ -22,9 +26,11 @@ from ns_splat_plus.training.pipeline import SplatPlusPipelineConfig
 from ns_splat_plus.training.trainer import SplatPlusTrainerConfig
 from ns_splat_plus.viewer import SplatPlusViewerConfig
 
-# nerfstudio's entry points import this module before they parse their command line: from here on, a
-# full or read-only disk, a bad --load-config and Ctrl-C outside training end in one message (training/uncaught.py)
-uncaught.install()
+# nerfstudio's entry points import this module before they parse their command line, in every ns-* command:
+# from here on, a full or read-only disk, a bad --load-config and Ctrl-C outside training end in one message
+# (training/uncaught.py), where the command runs splat-plus; other methods keep Python's hook (upstream/command_line.py)
+if upstream.splat_plus_command(sys.argv):
+    uncaught.install()
 
 
 def splatfacto_optimizers(max_steps: int = 30000) -> dict:
@@ -70,10 +76,10 @@ def splat_plus_trainer_config(method_name: str = "splat-plus", strategy: str = "
                 dataparser=NerfstudioDataParserConfig(load_3D_points=True),
                 cache_images_type="uint8",
             ),
-            model=SplatPlusModelConfig(strategy=strategy)
+            model=SplatPlusModelConfig(strategy="default")
             if strategy == "default"
             # nerfstudio's splatfacto-mcmc recipe: relocate at opacity <= 0.005, refine until step 25000
-            else SplatPlusModelConfig(strategy="mcmc", **MCMC_RECIPE),
+            else SplatPlusModelConfig(strategy="mcmc", **cast(Dict[str, Any], MCMC_RECIPE)),  # its keyword arguments
         ),
         optimizers=splatfacto_optimizers(),
         viewer=SplatPlusViewerConfig(num_rays_per_chunk=1 << 15),  # auto exit for batch jobs
@@ -101,7 +107,7 @@ def splat_plus_fast_trainer_config(cameras_per_step: int = FAST_CAMERAS_PER_STEP
     schedule is written for one camera per step, as splat-plus's: it is scaled at launch for
     W x B cameras per step (steps / (W x B), lr x sqrt(W x B), betas ^ (W x B))."""
     config = splat_plus_trainer_config("splat-plus-fast")
-    config.pipeline.datamanager.cameras_per_step = cameras_per_step
+    cast(SplatPlusDataManagerConfig, config.pipeline.datamanager).cameras_per_step = cameras_per_step
     config.fused_adam = True
     return config
 
@@ -141,10 +147,10 @@ def splat_plus_lite_trainer_config(cameras_per_step: int = LITE_CAMERAS_PER_STEP
     1/3) and the fused Adam update. Trades some time per Gaussian for far fewer Gaussians and steps
     (docs/strategies.md)."""
     config = splat_plus_trainer_config("splat-plus-lite")
-    config.pipeline.datamanager.cameras_per_step = cameras_per_step
+    cast(SplatPlusDataManagerConfig, config.pipeline.datamanager).cameras_per_step = cameras_per_step
     config.fused_adam = True
     config.steps_scaler = LITE_STEPS_SCALER
-    model = config.pipeline.model
+    model = cast(SplatPlusModelConfig, config.pipeline.model)  # nerfstudio types it ModelConfig
     model.strategy = "efficient"
     model.refine_every = LITE_REFINE_EVERY
     model.efficient_densify_score = LITE_DENSIFY_SCORE

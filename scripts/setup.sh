@@ -2,7 +2,7 @@
 # Sets up ns-splat-plus on a fresh machine: a virtual environment in .venv with the package
 # (editable) and its test dependencies, plus headless Chromium for the viewer's browser test and SLURM
 # (slurm-wlm, munge) for the SLURM tests, both installed with apt-get when run as root.
-#   bash scripts/setup.sh            # then: .venv/bin/python -m pytest -m "not gpu"
+#   bash scripts/setup.sh            # then: .venv/bin/python -m pytest (the unit tier; -m slow: the CLI tier)
 # One line per stage; pip's own output goes to .venv/setup.log (its tail is shown if a stage fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +46,7 @@ if ! command -v chromedriver >/dev/null 2>&1 || ! { command -v chromium >/dev/nu
     echo "setup.sh: install chromium and chromium-driver (e.g. sudo apt-get install chromium chromium-driver) for the viewer test" >&2
   fi
 fi
-# The SLURM tests (tests/test_slurm.py) start a real SLURM on this machine: Debian's slurm-wlm and munge.
+# The SLURM tests (tests/parallel/test_slurm.py) start a real SLURM on this machine: Debian's slurm-wlm and munge.
 # The marker tells those tests that this machine was prepared, so they fail rather than skip without them.
 rm -f .venv/slurm-installed
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -62,4 +62,4 @@ else
   echo "setup.sh: the SLURM tests skip unless slurm-wlm and munge are installed (as root: apt-get install slurm-wlm munge; then run this script as root)" >&2
 fi
 versions=$(.venv/bin/python -c "import ns_splat_plus, nerfstudio, gsplat, torch; print('torch', torch.__version__, '| gsplat', gsplat.__version__)")
-stage "ready: ns-splat-plus with $versions (tests: .venv/bin/python -m pytest -m 'not gpu')"
+stage "ready: ns-splat-plus with $versions (tests: .venv/bin/python -m pytest; the CLI tier: -m slow)"

@@ -17,23 +17,6 @@ from ns_splat_plus.method import splat_plus_trainer_config
 from splatbench.scenes import SceneSpec, make_scene
 
 SMALL_SCENE = SceneSpec(n_views=16, width=48, height=36, focal=42.0)
-CPU_CLI_ARGS = [
-    "--machine.device-type",
-    "cpu",
-    "--vis",
-    "tensorboard",
-    "--viewer.quit-on-train-completion",
-    "True",
-    "--logging.local-writer.enable",
-    "False",
-    "--steps-per-eval-all-images",
-    "100000",
-    "--steps-per-eval-image",
-    "100000",
-    "--pipeline.model.num-downscales",
-    "0",
-]
-"""ns-train options of the CLI tests: CPU, no viewer, no periodic evaluation, full resolution."""
 
 
 def small_scene(out_dir: Path) -> Path:
@@ -103,21 +86,6 @@ def clone_state(obj):
     return copy.deepcopy(obj)
 
 
-def console_script(name: str) -> str:
-    """Path of a console script (ns-train, ns-eval, torchrun): the one beside this Python if there
-    is one (a venv that is not activated), else the one on PATH (the device's install target)."""
-    import shutil
-    import sys
-
-    beside = Path(sys.executable).parent / name
-    if beside.exists():
-        return str(beside)
-    found = shutil.which(name)
-    if found is None:
-        raise FileNotFoundError(f"{name} is neither beside {sys.executable} nor on PATH")
-    return found
-
-
 def assert_bitwise_equal(a, b, where: str = "state") -> None:
     """Bitwise equality of nested dicts / lists / tuples of tensors, arrays and plain values
     (tensors must also agree in dtype, shape and device); ``where`` names the first difference."""
@@ -139,25 +107,3 @@ def assert_bitwise_equal(a, b, where: str = "state") -> None:
             assert_bitwise_equal(x, y, f"{where}[{i}]")
     else:
         assert a == b, f"{where}: {a} != {b}"
-
-
-def torchrun_worker_pids(launcher_pid: int) -> dict:
-    """{rank: pid} of the torchrun workers under ``launcher_pid`` (their environment holds RANK; Linux /proc)."""
-    import re
-    from pathlib import Path
-
-    ranks = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if int(re.search(r"PPid:\s+(\d+)", status).group(1)) != launcher_pid:
-            continue
-        for item in environ:
-            if item.startswith(b"RANK="):
-                ranks[int(item[5:])] = int(entry.name)
-    return ranks

@@ -15,7 +15,9 @@ import sys
 
 def run_interpreted(test_file: str, check: str, *args) -> None:
     """Runs ``check(*args)`` of ``test_file`` with TRITON_INTERPRET=1; fails with its output."""
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    helpers = os.path.dirname(os.path.abspath(__file__))  # the child imports this module from tests/
+    path = os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=path)
     done = subprocess.run(
         [sys.executable, test_file, check, json.dumps(args)], env=env, capture_output=True, text=True, timeout=600
     )

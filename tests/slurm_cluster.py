@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from clirun import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 SETUP_MARKER = REPO / ".venv" / "slurm-installed"
 """Written by scripts/setup.sh after it installed (or found) slurm-wlm and munge."""
@@ -43,12 +45,6 @@ def tools_missing() -> List[str]:
 
 def _which(program: str) -> Optional[str]:
     return shutil.which(program) or shutil.which(program, path="/usr/sbin:/sbin")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def node_resources() -> Dict[str, str]:
@@ -139,7 +135,7 @@ class SlurmCluster:
 def _write_conf(root: Path, nodes: List[str], munge_socket: Path) -> Path:
     host = socket.gethostname().split(".")[0]
     res = node_resources()
-    ports = {"ctld": _free_port(), **{n: _free_port() for n in nodes}}
+    ports = {"ctld": free_port(), **{n: free_port() for n in nodes}}
     (root / "state").mkdir()
     node_lines = []
     for n in nodes:

@@ -11,3 +11,4 @@ python scripts/benchmark.py --methods splat-plus splatfacto splat-plus-fast spla
 python scripts/benchmark.py --methods splat-plus-fast --steps 3000 --gpu-busy-steps 50 --scene-args "$FOX" \
   --scene-name fox --out /tmp/fast   # -> raw/fast_results.json, raw/fast.log
 pytest -m gpu tests   # -> pytest_gpu.log
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -23,3 +23,4 @@ python scripts/benchmark.py --no-eval --no-prebuild --steps 200 --skip-steps 50 
   --scene-args '--data /tmp/s4k colmap --downscale-factor 1' --train-args '--pipeline.model.num-downscales 0' \
   --scene-name 1000x4K --out /tmp/b1000   # -> raw/b1000_pinned_blocks_train_eval_results.json
 pytest -m gpu tests/test_image_memory.py   # -> pytest_gpu_pinned_blocks.log
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

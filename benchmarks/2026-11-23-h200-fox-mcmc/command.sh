@@ -6,3 +6,4 @@ FOX="--data .data/fox instant-ngp-data --eval-mode interval --eval-interval 8"
 python scripts/benchmark.py --methods splat-plus-mcmc splatfacto --repeats 3 --concurrent-quality --steps 3000 \
   --gpu-busy-steps 50 --timeout 250 --scene-args "$FOX" --scene-name fox --out /tmp/fox-mcmc
 # /tmp/fox-mcmc/ -> results.json, results.md, plots/summary.png; its log: benchmark.log
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -15,3 +15,4 @@ python scripts/benchmark.py --methods splat-plus splatfacto splat-plus-fast --st
 python scripts/benchmark.py --from-json $B/raw/timed_results.json $B/raw/quality_r2_results.json $B/raw/quality_r3_results.json --out $B
 # this session's GPU tests on the first H200
 pytest -m gpu tests/   # -> pytest_gpu.log
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

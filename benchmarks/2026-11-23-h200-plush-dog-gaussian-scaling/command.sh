@@ -21,3 +21,4 @@ python scripts/gaussian_scaling.py --steps 1000 --out /tmp/scaling3 --busy-every
 python scripts/gaussian_scaling.py --from-json benchmarks/2026-11-23-h200-plush-dog-gaussian-scaling/scaling.json --out /tmp/scaling-report
 # raw/mcmc-refine-every-10-failed.log: splat-plus-mcmc with --pipeline.model.refine-every 10 on plush-dog at full size,
 # 2000 steps, allocators empty-cache and expandable; its exact command is not recorded.
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -6,3 +6,4 @@ DOG="--data .data/plush-dog colmap --colmap-path sparse/0 --downscale-factor 2"
 python scripts/benchmark.py --methods splat-plus-mcmc splatfacto --repeats 3 --concurrent-quality --steps 3000 \
   --gpu-busy-steps 50 --timeout 250 --scene-args "$DOG" --scene-name plush-dog --out /tmp/dog-mcmc
 # /tmp/dog-mcmc/ -> results.json, results.md, plots/summary.png; its log: benchmark.log
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -14,3 +14,4 @@ python scripts/benchmark.py --from-json benchmarks/2026-11-24-h200-fox-30k/raw/t
 python scripts/benchmark.py --from-json $B/raw/timed_results.json $B/raw/quality_r2r3_results.json $B/raw/splatfacto_earlier_results.json \
   --methods splatfacto splat-plus-fast splat-plus --out $B
 # the SSIM kernels alone: ../2026-11-24-h200-ssim-kernels/command.sh
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -11,3 +11,4 @@ python scripts/benchmark.py --methods splatfacto splat-plus-fast splat-plus --st
 # the merged report (as run: --from-json /tmp/r-fox-timed/results.json /tmp/r-fox-q2/results.json --out benchmarks/h200-2026-11-24/fox-30k)
 python scripts/benchmark.py --from-json $B/raw/timed_results.json $B/raw/quality_r2_results.json --out $B
 # the GPU time by kernel group at full size: ../2026-11-24-h200-kernels-fullres/command.sh
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -20,3 +20,4 @@ wait
 # the merged report (as run: --from-json benchmarks/h200-2026-11-24/settle/b1_ab_head_results.json
 #  benchmarks/h200-2026-11-24/settle/b1_ab_3b8d9ff_results.json --out benchmarks/h200-2026-11-24/settle/b1-ab)
 python scripts/benchmark.py --from-json $B/raw/b1_ab_head_results.json $B/raw/b1_ab_3b8d9ff_results.json --out $B
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -20,3 +20,4 @@ python scripts/benchmark.py --from-json $B/raw/fox_timed_results.json $B/raw/fox
   $B/raw/fox_splatfacto_tight_tiles_command_as_r4_results.json --methods splatfacto splat-plus-fast splat-plus-b2 --out $B
 # GPU tests: pytest -m gpu tests/test_host_sync.py (gpu_test_host_sync.txt; on the previous commit's camera path:
 # gpu_test_host_sync_previous_commit.txt) and pytest -m gpu tests (gpu_tests_all.txt)
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -23,3 +23,4 @@ wait
 #  benchmarks/h200-2026-11-24/per-image/fox-per-image)
 python scripts/benchmark.py --from-json $B/raw/fox_quality_sf10_results.json $B/raw/fox_quality_sf11_results.json \
   $B/raw/fox_quality_fast10_results.json $B/raw/fox_quality_fast13_results.json $B/raw/fox_quality_fast15_results.json --out $B
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

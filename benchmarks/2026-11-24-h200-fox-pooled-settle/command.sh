@@ -22,3 +22,4 @@ python scripts/benchmark.py --from-json benchmarks/2026-11-24-h200-fox-pooled-la
   benchmarks/2026-11-24-h200-fox-b1-ab/raw/b1_ab_head_results.json $B/raw/fox_quality_preset_r7r8_results.json \
   $B/raw/fox_quality_preset_r9_results.json $B/raw/fox_quality_splatfacto_r8_results.json \
   --methods splatfacto splat-plus splat-plus-b2 splat-plus-fast --out $B
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -26,3 +26,4 @@ python scripts/benchmark.py --from-json $B/raw/fox_timed_results.json $B/raw/fox
   --methods splatfacto splat-plus splat-plus-b2 splat-plus-fast --out $B
 # GPU tests: pytest -m gpu tests/test_raster.py (gpu_tests_first.txt: the first run; gpu_tests_raster_after_fix.txt: after
 # the tolerance change). tile_kernel_time.txt: the tile-bounds kernel's host and GPU time; its command was not kept.
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

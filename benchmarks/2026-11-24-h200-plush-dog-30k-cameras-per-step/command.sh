@@ -29,3 +29,4 @@ wait
 python scripts/benchmark.py --from-json $B/raw/timed_results.json $B/raw/quality_preset08_r2r3_results.json $B/raw/quality_b2_r2_results.json \
   benchmarks/2026-11-23-h200-plush-dog-30k/raw/quality_r2_results.json benchmarks/2026-11-23-h200-plush-dog-30k/raw/quality_r3_results.json \
   --methods splatfacto splat-plus splat-plus-b2 splat-plus-fast-0.8 --out $B
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

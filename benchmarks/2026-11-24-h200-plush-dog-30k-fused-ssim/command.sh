@@ -14,3 +14,4 @@ python scripts/benchmark.py --from-json $C/timed_results.json $C/quality_preset0
   --methods splatfacto --out /tmp/sf-earlier
 python scripts/benchmark.py --from-json $B/raw/timed_results.json $B/raw/splatfacto_earlier_results.json \
   --methods splatfacto splat-plus-fast splat-plus --out $B
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

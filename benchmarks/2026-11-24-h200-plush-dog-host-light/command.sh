@@ -20,3 +20,4 @@ python scripts/benchmark.py --from-json $B/raw/dog_timed_results.json $B/raw/dog
 # -> hostprof_*.txt, hostprof_ab.txt. The ns-train arguments beyond those named in hostprof_ab.txt were not recorded, e.g.:
 # HP_OUT=hostprof_new_dog_off python $B/hostprof.py splat-plus --pipeline.model.resolution-schedule 250 \
 #   --pipeline.model.stop-split-at 1500 $DOG
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -14,3 +14,4 @@ python scripts/benchmark.py --methods splat-plus-fast --steps 30000 --repeats 2 
 python scripts/benchmark.py --from-json $B/raw/plush-dog_timed_results.json $B/raw/plush-dog_quality_preset_r2r3_results.json \
   benchmarks/2026-11-24-h200-plush-dog-30k-fused-ssim/raw/splatfacto_earlier_results.json \
   $B/raw/plush-dog_splatfacto_fused_ssim_command_as_r5_results.json --methods splatfacto splat-plus-fast --out $B
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

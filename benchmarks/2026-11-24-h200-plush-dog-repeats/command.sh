@@ -15,3 +15,4 @@ wait
 python scripts/benchmark.py --from-json benchmarks/2026-11-24-h200-plush-dog-no-sync/results.json \
   $B/raw/plush-dog_quality_splatfacto_r6r8_results.json $B/raw/plush-dog_quality_preset_r4r7_results.json \
   --methods splatfacto splat-plus-fast --out $B
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

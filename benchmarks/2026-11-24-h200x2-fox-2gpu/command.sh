@@ -9,3 +9,4 @@ python scripts/benchmark.py --methods splat-plus --gpus 1 2 --steps 3000 --gpu-b
   --scene-args "$FOX" --scene-name fox --out /tmp/r-x2 > /tmp/x2.blog 2>&1   # -> results.json, results.md; its log: benchmark.log
 find /tmp/r-x2 -name "rank*.json"   # the two ranks' checksums -> rank0.json, rank1.json
 grep -h "splat-plus: using" -r /tmp/r-x2 | head -3
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

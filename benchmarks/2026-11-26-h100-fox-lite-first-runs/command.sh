@@ -7,3 +7,4 @@ FOX='--data /tmp/data/fox instant-ngp-data --eval-mode interval --eval-interval 
 python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --timeout 400 --no-prebuild --scene-args "$FOX" --scene-name fox --out /tmp/res/lite0
 # 5ab0a5f on an H100 -> results.json, results.md, logs/
 python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --timeout 400 --no-prebuild --scene-args "$FOX" --scene-name fox --out /tmp/res/litefix
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -48,3 +48,4 @@ python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --no-prebui
   --scene-args "$DOG" --scene-name plush-dog --out /tmp/res/tuneG-dog
 python3 scripts/benchmark.py --methods splat-plus-lite --steps 30000 --repeats 5 --seed-per-repeat --concurrent-quality \
   --no-prebuild --timeout 600 --scene-args "$FOX" --scene-name fox --out /tmp/res/tuneG-fox
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

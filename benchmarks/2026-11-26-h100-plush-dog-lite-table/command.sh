@@ -73,3 +73,4 @@ python3 scripts/benchmark.py --from-json raw/tableA-dog/results.json raw/tableB-
 # After A, `ns-export gaussian-splat --load-config <run>/config.yml` was tried for each run: it failed on the device,
 # whose nerfstudio lacks the modules its exporter imports at the top (open3d, pymeshlab, mediapy, xatlas), and the
 # configs of benchmark runs name the probe's trainer (splatbench must be importable): no PLY bytes from these runs.
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

@@ -36,3 +36,4 @@ for cfg in default notight msssim; do
   done
 done
 # raw/summary.md: the table below from raw/ab.tsv, the eval JSONs and each run's TensorBoard 'Train Iter (time)'
+# The logs of these commands (*.log, *.jsonl, test output) are in raw-logs.tar.xz, under their paths in this folder.

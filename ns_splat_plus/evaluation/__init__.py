@@ -6,7 +6,7 @@ held out or not), :class:`EvalReport` (ns-eval's JSON).
 """
 
 from ns_splat_plus.evaluation.memory import MIB, PeakMemoryTracker, memory_tracker
-from ns_splat_plus.evaluation.report import NS_EVAL_METRICS, EvalReport, mean_and_std, scalar_metrics
+from ns_splat_plus.evaluation.report import NS_EVAL_METRICS, EvalReport, mean_and_std, metrics_summary, scalar_metrics
 from ns_splat_plus.evaluation.split import describe_split, split_summary
 from ns_splat_plus.evaluation.streamed import (
     eval_camera_and_batch,
@@ -29,4 +29,5 @@ __all__ = [
     "next_eval_index",
     "scalar_metrics",
     "split_summary",
+    "metrics_summary",
 ]

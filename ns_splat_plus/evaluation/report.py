@@ -39,6 +39,21 @@ def scalar_metrics(metrics: Dict[str, Any]) -> Dict[str, float]:
     return out
 
 
+def metrics_summary(averages: Dict[str, Optional[float]], num_images: int, held_out: bool) -> str:
+    """ns-eval's one console line, e.g. 'PSNR 21.30 dB, SSIM 0.710, LPIPS n/a on 3 held-out images'."""
+
+    def number(key: str, spec: str, unit: str = "") -> str:
+        value = averages.get(key)
+        return "n/a" if value is None else f"{value:{spec}}{unit}"
+
+    kind = "held-out" if held_out else "NOT held-out"
+    images = "image" if num_images == 1 else "images"
+    return (
+        f"PSNR {number('psnr', '.2f', ' dB')}, SSIM {number('ssim', '.3f')}, LPIPS {number('lpips', '.3f')} "
+        f"on {num_images} {kind} {images}"
+    )
+
+
 @dataclass
 class EvalReport:
     """Per-image metrics of one pass over the eval split, and what they were computed on."""

@@ -19,7 +19,7 @@ interpreter (the CPU tests) every launch goes through ``JITFunction.run``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 
@@ -33,7 +33,7 @@ def signature(args: Tuple[Any, ...]) -> Tuple[Any, ...]:
     """What Triton's specialization of ``args`` can depend on (see the module doc), and the device of
     the first tensor: a compiled kernel is loaded on one GPU, so a later run in the same process on
     another GPU (a notebook, the benchmark probe) must not launch it there."""
-    key = []
+    key: List[Any] = []
     device = None
     for arg in args:
         if isinstance(arg, torch.Tensor):

@@ -423,7 +423,9 @@ def backward(
         ROW_BLOCK,
     )
     grad = torch.empty_like(x, memory_format=torch.preserve_format)  # x's strides where x is dense
-    grad_alpha = torch.empty_like(images.alpha, memory_format=torch.preserve_format) if images.composited else None
+    grad_alpha = (
+        torch.empty_like(images.alpha, memory_format=torch.preserve_format) if images.alpha is not None else None
+    )
     ga = grad_alpha if grad_alpha is not None else grad
     alpha = images.alpha if images.composited else x
     background = images.background if images.composited else x

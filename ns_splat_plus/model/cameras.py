@@ -55,11 +55,15 @@ def concatenated_cameras(members: List[Cameras]) -> Cameras:
         values = [getattr(camera, name) for camera in members]
         return None if values[0] is None else torch.cat(values)
 
+    def cat_set(name: str) -> torch.Tensor:  # a field every Cameras has (poses, intrinsics, camera type)
+        return torch.cat([getattr(camera, name) for camera in members])
+
     first = members[0]
     return Cameras(
-        camera_to_worlds=cat("camera_to_worlds"), fx=cat("fx"), fy=cat("fy"), cx=cat("cx"), cy=cat("cy"),
+        camera_to_worlds=cat_set("camera_to_worlds"), fx=cat_set("fx"), fy=cat_set("fy"), cx=cat_set("cx"),
+        cy=cat_set("cy"),
         width=cat("width"), height=cat("height"), distortion_params=cat("distortion_params"),
-        camera_type=cat("camera_type"), times=cat("times"),
+        camera_type=cat_set("camera_type"), times=cat("times"),
         metadata={BATCH_MEMBERS: list(members), HOST_IMAGE_SIZE: (first.metadata or {}).get(HOST_IMAGE_SIZE)},
     )  # fmt: skip
 

@@ -10,7 +10,7 @@ into the SSIM kernels of :mod:`ns_splat_plus.kernels.ssim`: the render, alpha an
 read where the SSIM reads its images, and the backward pass writes the gradients of the colors and
 alphas directly. The reference's weighting maps onto the kernels' ``Weights`` in :func:`_weights`.
 
-Not bitwise the reference: float32 sums in another order. tests/test_photometric_loss.py runs both
+Not bitwise the reference: float32 sums in another order. tests/kernels/test_photometric_loss.py runs both
 on the same inputs (and the kernels against a float64 form).
 """
 

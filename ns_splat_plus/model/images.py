@@ -27,7 +27,7 @@ class TrainingOutputs(dict):
     composite (``"render_colors"`` [B, H, W, 3], ``"render_alphas"`` [B, H, W, 1]) and the
     composite's kernels then run only on the steps that read ``"rgb"`` (logging steps' metrics)."""
 
-    def __init__(self, *, batched: bool, **outputs: torch.Tensor) -> None:
+    def __init__(self, *, batched: bool, **outputs: Optional[torch.Tensor]) -> None:  # depth: None unless rendered
         super().__init__(**outputs)
         self.batched = batched
 

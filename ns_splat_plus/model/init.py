@@ -102,6 +102,7 @@ def initial_gaussians(settings: InitSettings, seed_points: Optional[Tuple[Tensor
     dim_sh = (settings.sh_degree + 1) ** 2
     use_points = seed_points is not None and not settings.random_init
     if use_points:
+        assert seed_points is not None
         xyz = seed_points[0].detach().to("cpu", torch.float64)
         rgb = seed_points[1].detach().to("cpu", torch.float64)
         _validate_points(xyz, rgb)

@@ -9,7 +9,7 @@ The fused Triton kernels (:mod:`.fused_loss`, opt-in with ``--pipeline.model.fus
 backend of this function, not a second definition: :func:`photometric_loss` hands them a step only
 where they compute the same function (no mask, the render before its composite, an RGB ground truth
 of the render's size, CUDA or Triton's interpreter, sizes the kernels take) and runs the reference
-everywhere else. tests/test_photometric_loss.py runs both on the same inputs, so that an edit to the
+everywhere else. tests/kernels/test_photometric_loss.py runs both on the same inputs, so that an edit to the
 reference that the kernels do not follow fails there.
 
 The fused path is off by default: on fox, splat-plus-fast with it gave 29.45 +- 0.66 dB over 3 runs

@@ -15,6 +15,9 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
+from ns_splat_plus import upstream
+from ns_splat_plus.parallel import collectives
+
 
 def psnr_on_device(pred: Tensor, gt: Tensor) -> Tensor:
     """PSNR of images in [0, 1] as a device tensor (torchmetrics' formula without its host sync)."""
@@ -35,7 +38,7 @@ def fits_on_device(device: torch.device, need_bytes: int, limit_bytes: Optional[
     within ``limit_bytes`` (the training peak). Where a metric does not fit, it runs on the host (the
     same formula; float rounding aside, the same number), so that evaluation never needs more device
     memory than training. Always True off CUDA or without a known limit. The estimates above decide;
-    ``tests/test_gpu_paths.py`` checks the eval peak on the GPU."""
+    ``tests/training/test_gpu_paths.py`` checks the eval peak on the GPU."""
     if torch.device(device).type != "cuda" or not limit_bytes:
         return True
     return allocated_bytes + need_bytes <= limit_bytes
@@ -91,6 +94,8 @@ def image_metrics(
         else:
             psnr, ssim = model.psnr(gt, pred), model.ssim(gt, pred)
         lpips = None
+        if model.lpips is None and collectives.get_rank() == 0:
+            upstream.warn_lpips_unavailable()  # said once, where LPIPS would have been computed
         if model.lpips is not None:
             need = LPIPS_BYTES_PER_PIXEL * H * W
             where = device if fits_on_device(device, need, limit, _allocated(device)) else torch.device("cpu")

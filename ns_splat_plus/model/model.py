@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Literal, Optional, Tuple, Type, Union
 
 import torch
+import tyro
 from nerfstudio.cameras.cameras import Cameras
+from nerfstudio.configs.config_utils import to_immutable_dict
 from nerfstudio.model_components.lib_bilagrid import BilateralGrid, total_variation_loss
 from nerfstudio.models.splatfacto import SplatfactoModel, SplatfactoModelConfig
 from nerfstudio.utils.colors import get_color
@@ -41,15 +43,18 @@ from ns_splat_plus.model.cameras import camera_intrinsics, view_matrices, world_
 from ns_splat_plus.model.images import TrainingOutputs, composite, resize_images, strip_rows
 from ns_splat_plus.model.loss import photometric_loss
 from ns_splat_plus.model.metrics import image_metrics, psnr_on_device
+from ns_splat_plus.model.options import StrategyModelOptions, valid
 from ns_splat_plus.model.ssim import SsimKernel, TrainingSSIM
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.raster import Backend, rasterize
 from ns_splat_plus.strategy import StrategyOptions, build_strategy
+from ns_splat_plus.strategy.options import Range
 
 
 @dataclass
-class SplatPlusModelConfig(SplatfactoModelConfig):
-    """splatfacto's options, plus the ones below."""
+class SplatPlusModelConfig(StrategyModelOptions, SplatfactoModelConfig):
+    """splatfacto's options, plus the ones below, plus the efficient strategy's ``efficient_*`` options (made
+    from :class:`~ns_splat_plus.strategy.efficient.InstrumentedEfficientStrategy`'s fields: :mod:`.options`)."""
 
     _target: Type = field(default_factory=lambda: SplatPlusModel)
     init_seed: Optional[int] = None
@@ -69,50 +74,30 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     """Record refine events and gradient summaries (densification.jsonl, writer, console, callbacks) and
     stop on zero / non-finite gradients. False: no records and no checks; densification still makes
     gsplat's decisions, with statistics reduced across ranks and seeded draws (replicas stay identical)."""
-    grad_summary_every: int = 100
+    grad_summary_every: int = valid(100, Range(low=1, integer=True))
     """Steps between two summaries of the per-step means2d gradient norms."""
-    zero_grad_patience: int = 100
+    zero_grad_patience: int = valid(100, Range(low=0, integer=True))
     """Stop when means2d gradients are missing or all exactly zero for this many consecutive steps (0: never;
     the statistics are then read from the GPU only every --pipeline.model.grad-summary-every steps)."""
-    grad_stats_every_after_refine: int = 10
+    grad_stats_every_after_refine: int = valid(10, Range(low=1, integer=True))
     """Once refinement has stopped (--pipeline.model.stop-split-at), take the means2d gradient statistics every
     this many steps instead of every step: nothing is decided from them any more (1: every step)."""
-    warn_no_densify_after: int = 3
+    warn_no_densify_after: int = valid(3, Range(low=0, integer=True))
     """Warn when no Gaussian has crossed the densify threshold by this refine (0: never)."""
     densify_callbacks: List[str] = field(default_factory=list)
     """Functions called with every densification record, as 'pkg.module:function'."""
-    max_gs_num: int = 1_000_000
+    max_gs_num: int = valid(1_000_000, Range(low=1, integer=True))
     """MCMC strategy: maximum number of Gaussians (nerfstudio's name; gsplat's cap_max)."""
-    noise_lr: float = 5e5
+    noise_lr: float = valid(5e5, Range(low=0))
     """MCMC strategy: scale of the per-step position noise (times the means' learning rate)."""
-    scale_reg_every: int = 10
+    scale_reg_every: int = valid(10, Range(low=1, integer=True))
     """Steps between two scale regularisation terms (--pipeline.model.use-scale-regularization; splatfacto's
     10), scaled with the schedule as every step count: W x B cameras per step apply it every ceil(10 / (W x B))."""
-    mcmc_opacity_reg: float = 0.01
+    mcmc_opacity_reg: float = valid(0.01, Range(low=0))
     """MCMC strategy: weight of the mean-opacity regulariser (0.01 in gsplat's and nerfstudio's MCMC recipes)."""
-    mcmc_scale_reg: float = 0.01
+    mcmc_scale_reg: float = valid(0.01, Range(low=0))
     """MCMC strategy: weight of the mean-scale regulariser (0.01 in gsplat's and nerfstudio's MCMC recipes).
     MCMC relocates Gaussians at or below --pipeline.model.cull-alpha-thresh, as upstream does."""
-    efficient_num_views: int = 10
-    """Efficient strategy: training views rendered at each refine to score the Gaussians (FastGS: 10)."""
-    efficient_loss_thresh: float = 0.1
-    """Efficient strategy: a pixel is high-error where its L1 error, min-max normalised over the view, is over this."""
-    efficient_densify_score: float = 1.0
-    """Efficient strategy: grow only Gaussians (with a high 2D gradient) whose blend-weighted coverage of
-    high-error pixels, averaged over the views, is over this many full-resolution pixels."""
-    efficient_prune_score: float = 0.9
-    """Efficient strategy: score pruning removes Gaussians whose loss-weighted score, normalised to [0, 1], is over this."""
-    efficient_score_prune_every: int = 10
-    """Efficient strategy: score pruning every this many refines (0: never)."""
-    efficient_prune_fraction: float = 0.5
-    """Efficient strategy: the fraction of the transparent / too large Gaussians pruned per refine, those with the
-    highest loss-weighted score first (FastGS: 0.5; 1.0: all of them, as the default strategy)."""
-    efficient_max_gaussians: int = 0
-    """Efficient strategy: the Gaussian budget's cap; 0: (1 + efficient-budget-growth) x the initial count."""
-    efficient_budget_growth: float = 5.0
-    """Efficient strategy: with efficient-max-gaussians 0, the cap is (1 + this) x the initial count (DashGaussian's 5)."""
-    efficient_max_growth_per_refine: float = 0.2
-    """Efficient strategy: at most this fraction of the Gaussians is added per refine (0: no limit)."""
     empty_cache_after_refine: bool = True
     """torch.cuda.empty_cache() after each refine (splatfacto's habit). Skipped anyway when
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is set, the alternative that avoids fragmentation
@@ -132,6 +117,15 @@ class SplatPlusModelConfig(SplatfactoModelConfig):
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
     many pixels (same pixels, less memory). None: the largest training render of this process, so that
     evaluation never needs more rasterizer memory than training; 0: never split."""
+    # nerfstudio's Model options (nerfstudio 1.1.5's defaults) that splatfacto's model never reads (no rays, no
+    # coarse/fine fields): kept (a config.yml holds them), hidden from --help
+    enable_collider: tyro.conf.Suppress[bool] = True
+    collider_params: tyro.conf.Suppress[Optional[Dict[str, float]]] = to_immutable_dict(
+        {"near_plane": 2.0, "far_plane": 6.0}
+    )
+    loss_coefficients: tyro.conf.Suppress[Dict[str, float]] = to_immutable_dict(
+        {"rgb_loss_coarse": 1.0, "rgb_loss_fine": 1.0}
+    )
 
 
 class SplatPlusModel(SplatfactoModel):
@@ -164,7 +158,7 @@ class SplatPlusModel(SplatfactoModel):
         device = torch.device(self.kwargs.get("device", "cpu"))
         if self.loss_ssim.fused_on(device):  # said only where it is not splatfacto's pytorch_msssim
             CONSOLE.log(f"SSIM of the loss: {self.loss_ssim.describe(device)}")
-        self.lpips = upstream.build_lpips()
+        self.lpips = upstream.build_lpips(warn=False)  # warned at the first evaluation that scores LPIPS (metrics.py)
         self.step = 0
         self.crop_box = None
         if self.config.background_color == "random":
@@ -200,6 +194,7 @@ class SplatPlusModel(SplatfactoModel):
 
             self.refine_views = RefineViews(self, training_callback_attributes.pipeline.datamanager)
             self.strategy.views = self.refine_views
+            self.strategy.check_cap(self.strategy_state, self.num_points)  # training only, not ns-eval / ns-viewer
         return super().get_training_callbacks(training_callback_attributes)
 
     def set_cameras_per_step(self, cameras_per_step: int) -> None:
@@ -209,7 +204,8 @@ class SplatPlusModel(SplatfactoModel):
             self.cameras_per_step = cameras_per_step
             self._build_strategy()
 
-    def get_outputs(self, camera: Cameras) -> Dict[str, Union[torch.Tensor, List]]:
+    # as splatfacto's: Cameras only (nerfstudio's base Model also takes a RayBundle)
+    def get_outputs(self, camera: Cameras) -> Dict[str, Union[torch.Tensor, List]]:  # type: ignore[override]
         if not isinstance(camera, Cameras):
             raise TypeError(f"get_outputs expects a Cameras object, got {type(camera).__name__}")
         n_cameras = camera.shape[0] if camera.shape else 1
@@ -245,7 +241,9 @@ class SplatPlusModel(SplatfactoModel):
 
         if self.config.rasterize_mode not in ("antialiased", "classic"):
             raise ValueError(f"Unknown rasterize_mode: {self.config.rasterize_mode}")
-        render_mode = "RGB+ED" if (self.config.output_depth_during_training or not self.training) else "RGB"
+        render_mode: Literal["RGB", "RGB+ED"] = (
+            "RGB+ED" if (self.config.output_depth_during_training or not self.training) else "RGB"
+        )
         if self.config.sh_degree > 0:
             sh_degree_to_use = min(self.step // self.config.sh_degree_interval, self.config.sh_degree)
         else:
@@ -301,9 +299,14 @@ class SplatPlusModel(SplatfactoModel):
             rgb = render[..., :3].addcmul_(1 - alpha, background).clamp_(0.0, 1.0)
         if background.shape[0] == 3 and not self.training:
             background = background.expand(H, W, 3)
-        if batched:
-            return {"rgb": rgb, "depth": depth_im, "accumulation": alpha, "background": background}
-        return {"rgb": rgb.squeeze(0), "depth": depth_im, "accumulation": alpha.squeeze(0), "background": background}
+        if not batched:  # one camera: [H, W, ...]
+            rgb, alpha = rgb.squeeze(0), alpha.squeeze(0)
+        return {
+            "rgb": rgb,
+            "depth": depth_im,  # type: ignore[dict-item]  # None without depth rendering (as splatfacto's)
+            "accumulation": alpha,
+            "background": background,
+        }
 
     def batch_gt_img(self, images: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
         """splatfacto's ``get_gt_img`` + ``composite_with_background`` for a batch.
@@ -408,7 +411,7 @@ class SplatPlusModel(SplatfactoModel):
         self.camera_optimizer.get_metrics_dict(metrics_dict)
         return metrics_dict
 
-    def get_image_metrics_and_images(
+    def get_image_metrics_and_images(  # type: ignore[override]  # lpips is None without its weights (offline)
         self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
     ) -> Tuple[Dict[str, Optional[float]], Dict[str, torch.Tensor]]:
         return image_metrics(self, outputs, batch)

@@ -11,7 +11,7 @@ the Gaussians are rendered detached.
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -92,7 +92,7 @@ class RefineViews:
             return colors, min(self.model.step // config.sh_degree_interval, config.sh_degree)
         return torch.sigmoid(colors).squeeze(1), None
 
-    def _ground_truth(self, index: int, background: Tensor) -> Tuple[Tensor, object]:
+    def _ground_truth(self, index: int, background: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
         """``(gt [H, W, 3] float, mask [H, W, 1] or None)`` at this step's resolution."""
         data = self.datamanager.cached_train[index]
         gt = self.model.batch_gt_img(data["image"][None], background)[0]

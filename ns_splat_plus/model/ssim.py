@@ -15,7 +15,7 @@ splatfacto's.
 The function is pytorch_msssim's, ``SSIM(data_range=1.0, size_average=True, channel=C)``: the
 mean over images, channels and valid pixels of ``l * cs`` with C1 = 0.01**2 and C2 = 0.03**2.
 It is not bitwise the same (other summation order; cuDNN may also run its convolutions in TF32):
-tests/test_ssim.py compares both with a float64 reference. Gradients flow to one input (the
+tests/kernels/test_ssim.py compares both with a float64 reference. Gradients flow to one input (the
 render); with both inputs requiring gradients, images under 11 pixels on a side (where
 pytorch_msssim skips the filter), batches of 429M values or more (32-bit offsets), or no Triton,
 pytorch_msssim runs instead.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Tuple
+from typing import Any, Literal, Tuple
 
 import tyro
 from nerfstudio.configs.base_config import PrintableConfig
@@ -40,3 +40,10 @@ class AdamWithBetasOptimizerConfig(AdamOptimizerConfig):
     """nerfstudio's Adam config with explicit betas (for the data-parallel momentum rule)."""
 
     betas: Tuple[float, float] = (0.9, 0.999)
+
+
+def data_parallel_of(trainer_config: Any) -> DataParallelConfig:
+    """The ``--data-parallel.*`` options of a run's ``SplatPlusTrainerConfig`` (its ``data_parallel``), for
+    code that is handed nerfstudio's ``TrainerConfig`` (``upstream.TrainerLike.config``: the splat-plus
+    config class sits in the training layer, above the layers that read this)."""
+    return trainer_config.data_parallel

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import List, Literal, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple
 
 from nerfstudio.configs.base_config import MachineConfig
 
@@ -203,9 +203,9 @@ def rank_environment(env: Mapping[str, str]) -> Optional[RankEnvironment]:
     procid = _int(env, "SLURM_PROCID")
     if step_tasks is not None and step_tasks > 1 and procid is not None:
         node_id = _int(env, "SLURM_NODEID") or 0
-        local_world = _tasks_on_node(env.get("SLURM_STEP_TASKS_PER_NODE"), node_id)
-        if local_world is None:
-            local_world = _tasks_on_node(env.get("SLURM_TASKS_PER_NODE"), node_id) or step_tasks
+        tasks_here = _tasks_on_node(env.get("SLURM_STEP_TASKS_PER_NODE"), node_id)
+        if tasks_here is None:
+            tasks_here = _tasks_on_node(env.get("SLURM_TASKS_PER_NODE"), node_id) or step_tasks
         num_nodes = _int(env, "SLURM_STEP_NUM_NODES") or _int(env, "SLURM_NNODES") or 1
         master_addr = env.get("MASTER_ADDR")
         if not master_addr:
@@ -226,7 +226,7 @@ def rank_environment(env: Mapping[str, str]) -> Optional[RankEnvironment]:
             rank=procid,
             world_size=step_tasks,
             local_rank=_int(env, "SLURM_LOCALID") or 0,
-            local_world_size=local_world,
+            local_world_size=tasks_here,
             node_rank=node_id,
             num_nodes=num_nodes,
             master_addr=master_addr,
@@ -292,7 +292,7 @@ def _resolve_external(
     warnings: List[str] = []
     nodes = f"{ranks.num_nodes} node{'s' if ranks.num_nodes > 1 else ''} x {ranks.local_world_size} processes"
     # each process is one rank: ns-train's own launcher starts just this one
-    from_ranks = dict(
+    from_ranks: Dict[str, Any] = dict(  # DevicePlan's fields that come from the ranks
         launcher=ranks.launcher,
         device_type=device_type,
         world_size=ranks.world_size,

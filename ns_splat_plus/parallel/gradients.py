@@ -117,10 +117,13 @@ class GradientAveraging:
         self._works = []
         counts = None
         for i, (p, buffer) in enumerate(zip(self.params, self._buffers)):
+            assert buffer is not None  # every all-reduce was launched above
             buffer.div_(self.world)
             if present[i]:
-                if buffer is not p.grad:  # the gradient was swapped after its all-reduce started (not by this code)
-                    p.grad.copy_(buffer)
+                grad = p.grad
+                assert grad is not None  # present: it had a gradient
+                if buffer is not grad:  # the gradient was swapped after its all-reduce started (not by this code)
+                    grad.copy_(buffer)
                 continue
             if counts is None:  # reading the flags synchronises; only needed when a gradient is missing
                 counts = flags.tolist()

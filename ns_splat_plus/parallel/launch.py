@@ -13,7 +13,8 @@ Launch path (``prepare_launch``, called from ``SplatPlusTrainerConfig.set_timest
 thing ns-train's ``main`` calls): resolve the devices (:mod:`ns_splat_plus.parallel.devices`); under torchrun /
 srun join the process group from the environment; build gsplat's CUDA extension once (global rank 0
 first, then one process per node, then the rest); scale the schedule for W ranks x B cameras
-per step (:func:`scale_schedule`). With ``ns-train --machine.num-devices N`` nerfstudio spawns the ranks after
+per step (:func:`scale_schedule`). Ranks that joined check that they were given the same options
+(:mod:`.agreement`). With ``ns-train --machine.num-devices N`` nerfstudio spawns the ranks after
 that; the schedule is scaled and gsplat built in the parent before the spawn.
 
 A rank that dies: mp.spawn (ns-train) and torchrun terminate the other processes as soon as one exits
@@ -30,7 +31,7 @@ import os
 import random
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Dict, Optional
+from typing import MutableMapping, Optional
 
 import numpy as np
 import torch
@@ -39,8 +40,8 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from rich.markup import escape
 
 from ns_splat_plus import upstream
-from ns_splat_plus.errors import SplatPlusError
-from ns_splat_plus.parallel import collectives, devices, roll_call
+from ns_splat_plus.errors import SplatPlusError, exit_on_user_error
+from ns_splat_plus.parallel import agreement, collectives, devices, roll_call
 from ns_splat_plus.parallel.config import DataParallelConfig
 from ns_splat_plus.parallel.devices import DevicePlan, DeviceResolutionError
 from ns_splat_plus.parallel.schedule import effective_batch, scale_schedule, steps_scaler_of
@@ -65,7 +66,7 @@ def _destroy_if_clean() -> None:
         dist.destroy_process_group()
 
 
-def init_process_group(plan: DevicePlan, timeout: timedelta, env: Optional[Dict[str, str]] = None) -> None:
+def init_process_group(plan: DevicePlan, timeout: timedelta, env: Optional[MutableMapping[str, str]] = None) -> None:
     """Join the job's process group from the environment (env://): torchrun's or srun's ranks."""
     global _OWNS_GROUP
     if dist.is_initialized():
@@ -168,11 +169,16 @@ def prepare_launch(config) -> DevicePlan:
         raise SystemExit(2) from None
     dp: DataParallelConfig = config.data_parallel
     if plan.external_ranks:
+        joining = not dist.is_initialized()
         try:
             init_process_group(plan, timedelta(minutes=dp.timeout_minutes))
         except DeviceResolutionError as error:
             CONSOLE.print(f"[bold red]error:[/bold red] {escape(str(error))}")
             raise SystemExit(2) from None
+        if joining and collectives.is_distributed():
+            roll_call.install_announcer()  # a user error is printed once, by the rank that found it
+            with exit_on_user_error():  # before the first collective that options could make differ
+                agreement.agree_on_options(config)
     if plan.rank == 0:
         CONSOLE.print(plan.message, markup=False, highlight=False)
         for warning in plan.warnings:
@@ -227,6 +233,7 @@ def setup_process(config, local_rank: int, world_size: int) -> ProcessContext:
         device = device_type
     if world_size > 1:
         roll_call.register_rank()  # its pid and host, named should it stop answering
+        roll_call.install_announcer()  # also in ranks spawned by ns-train, which joined nerfstudio's group
         # rank-specific randomness (e.g. random backgrounds) the same way under every launcher;
         # initialization and densification draw from their own generators, identical on all ranks
         seed = config.machine.seed + rank

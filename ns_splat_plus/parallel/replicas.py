@@ -20,6 +20,7 @@ from torch import Tensor
 from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.config import DataParallelConfig
+from ns_splat_plus.upstream import TrainerLike
 
 
 class ReplicaDivergenceError(SplatPlusError):
@@ -110,7 +111,7 @@ class RankMonitor:
     parameter checksum and Gaussian count, and how many replica checks passed.
     """
 
-    def __init__(self, trainer, config: DataParallelConfig) -> None:
+    def __init__(self, trainer: TrainerLike, config: DataParallelConfig) -> None:
         self.trainer = trainer
         self.config = config
         self.rank = collectives.get_rank()

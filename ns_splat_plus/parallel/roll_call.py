@@ -16,10 +16,16 @@ training: the roll call costs nothing until a collective has failed.
 No checkpoint is written: the failed collective may have been a step's gradient average (parameters of
 step N - 1, strategy statistics of step N), and the other ranks' RNG states cannot be gathered; the
 message points to the last periodic checkpoint.
+
+A user error on one rank (a damaged photo in its shard): that rank prints it, naming itself, whichever
+rank it is, and only the first rank to find one prints (:func:`announce_once`, the announcer of
+:mod:`ns_splat_plus.errors`, claimed through the store); the ranks that then lose it in a collective
+during start-up end without a word (:func:`quiet_when_another_rank_ends`), as they do in the loop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,11 +34,11 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 import torch.distributed as dist
 
-from ns_splat_plus import upstream
+from ns_splat_plus import errors, upstream
 from ns_splat_plus.parallel import collectives
 
 KEY_PREFIX = "splat-plus/"
@@ -147,16 +153,60 @@ def write_torchelastic_error(message: str) -> None:
         pass
 
 
-def stop_after_another_rank_ended(err: BaseException, step: int) -> None:
+def stop_after_another_rank_ended(err: BaseException, step: Union[int, str]) -> None:
     """A collective failed because another rank ended (its own message says why; the launcher names
     it and is stopping this rank): exit status 1, no second message on the console, only a line in
-    torchrun's error file so that its summary does not ask for a traceback of this rank."""
+    torchrun's error file so that its summary does not ask for a traceback of this rank. ``step``:
+    the step, or when it happened ("during start-up")."""
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     first = re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0]  # gloo adds advice, and "GLHF!"
+    when = f"at step {step}" if isinstance(step, int) else step
     write_torchelastic_error(
-        f"splat-plus: rank {collectives.get_rank()} stopped at step {step} because another rank ended ({first})"
+        f"splat-plus: rank {collectives.get_rank()} stopped {when} because another rank ended ({first})"
     )
+    sys.stderr.flush()
     raise SystemExit(1)
+
+
+@contextlib.contextmanager
+def quiet_when_another_rank_ends(when: str) -> Iterator[None]:
+    """Around start-up's collectives (set-up, warmup): a collective that fails because another rank's
+    process ended (a user error it printed, a bug's traceback) ends this rank with exit status 1 and no
+    message (:func:`stop_after_another_rank_ended`), instead of gloo's "Connection closed by peer"
+    traceback. Anything else passes through."""
+    try:
+        yield
+    except RuntimeError as err:
+        if collectives.is_distributed() and is_collective_failure(err) and peer_ended(err):
+            stop_after_another_rank_ended(err, when)
+        raise
+
+
+def _first_to_speak() -> bool:
+    """Whether this rank is the first of the run to report an error (one atomic counter in the store)."""
+    store = _store()
+    if store is None:
+        return True
+    try:
+        return int(store.add(f"{KEY_PREFIX}errors-shown", 1)) == 1
+    except Exception:  # noqa: BLE001 (the store is gone, e.g. with rank 0's process: better twice than never)
+        return True
+
+
+def announce_once(err: errors.SplatPlusError) -> Optional[str]:
+    """The announcer of :mod:`ns_splat_plus.errors` with several ranks: ``rank R: <message>`` (the message
+    alone for an error every rank raises alike) on the first rank that reports an error, None on the
+    others; every rank puts it into torchrun's error file, so that its summary names the error."""
+    if not collectives.is_distributed():
+        return err.message
+    text = err.message if err.same_on_every_rank else f"rank {collectives.get_rank()}: {err.message}"
+    write_torchelastic_error(f"splat-plus: {text}")
+    return text if _first_to_speak() else None
+
+
+def install_announcer() -> None:
+    """From now on, user errors are printed once per run, by the rank that found one (:func:`announce_once`)."""
+    errors.set_announcer(announce_once)
 
 
 def stop_for_unanswered_ranks(err: BaseException, step: int, timeout_minutes: float, checkpoint_dir) -> None:

@@ -103,13 +103,14 @@ def reference_rasterization(
         # which is what gsplat's CUDA backward accumulates into means2d.absgrad.
         means2d.absgrad = torch.zeros_like(means2d)  # type: ignore[attr-defined]
 
-        def _collect(_grad: Tensor) -> None:
+        def _collect(grad: Tensor) -> Tensor:
             for cam, ids, g in absgrad_parts:
                 means2d.absgrad[cam].index_add_(0, ids, g)  # type: ignore[attr-defined]
             absgrad_parts.clear()
+            return grad  # unchanged
 
         if means2d.requires_grad:
-            means2d.register_hook(lambda g: (_collect(g), g)[1])
+            means2d.register_hook(_collect)
 
     info = {
         "camera_ids": None,

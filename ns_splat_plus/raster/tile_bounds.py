@@ -14,7 +14,7 @@ half-sides ``sqrt(2 ln(255 o) (Q^-1)_xx)`` and ``sqrt(2 ln(255 o) (Q^-1)_yy)``, 
 ``radii`` for everything else (the densification statistics, the projection's backward). Every pixel
 where the rasterizer lets a Gaussian contribute stays inside its square, so the images are bitwise
 gsplat's and the gradients differ only by the order of its atomic adds (``pytest -m gpu
-tests/test_raster.py``). The bound allows for the rasterizer's float32 arithmetic (``sigma`` in
+tests/raster/test_raster.py``). The bound allows for the rasterizer's float32 arithmetic (``sigma`` in
 float32 with ``--use_fast_math``): ``Q`` is shrunk by ``2 * ROUNDING * m`` on its diagonal, where
 ``m |d|^2`` bounds the magnitude of the terms of ``sigma`` (a float32 sum of them is off by at most a
 few units of 6e-8 of it), the level gets ``LEVEL_SLACK`` for ``__expf`` and the product with the

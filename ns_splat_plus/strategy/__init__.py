@@ -5,7 +5,8 @@ Entry points: :func:`build_strategy` with :class:`StrategyOptions` (what the mod
 callbacks on densification records). Modules: ``default.py`` / ``mcmc.py`` (the strategies),
 ``efficient.py`` (multi-view error-guided densification under a budget) with ``multiview.py`` (its
 scores), ``monitor.py`` (the per-step gradient monitor), ``stats.py`` (statistics behind decisions),
-``records.py`` (records, sinks, callbacks), ``mcmc_torch.py`` (MCMC kernels in PyTorch, for the CPU).
+``records.py`` (records, sinks, callbacks), ``mcmc_torch.py`` (MCMC kernels in PyTorch, for the CPU),
+``options.py`` (an option defined once: its default, help and valid range beside the strategy's field).
 """
 
 from ns_splat_plus.strategy.build import (

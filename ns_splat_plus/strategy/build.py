@@ -8,8 +8,8 @@ directory, the viewer panel's callbacks, the ``start`` record).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, List, Literal, Sequence, Set, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Literal, Mapping, Sequence, Set, Tuple, Union
 
 from gsplat.strategy import MCMCStrategy
 
@@ -17,9 +17,27 @@ from ns_splat_plus import upstream
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.schedule import scaled_steps
 from ns_splat_plus.strategy.default import InstrumentedDefaultStrategy
-from ns_splat_plus.strategy.efficient import InstrumentedEfficientStrategy
+from ns_splat_plus.strategy.efficient import EFFICIENT_PREFIX, InstrumentedEfficientStrategy
 from ns_splat_plus.strategy.mcmc import InstrumentedMCMCStrategy
+from ns_splat_plus.strategy.options import option_fields, option_values
 from ns_splat_plus.strategy.records import DensificationLog
+from ns_splat_plus.upstream import TrainerLike
+
+GSPLAT_SETTINGS = (
+    "grow_grad2d",
+    "grow_scale3d",
+    "prune_opa",
+    "refine_start_iter",
+    "refine_stop_iter",
+    "refine_every",
+    "reset_every",
+    "absgrad",
+    "cap_max",
+    "noise_lr",
+    "min_opacity",
+)
+"""The gsplat strategy fields the ``start`` record's settings hold (those a strategy has), before the options
+its own class declares (:func:`~ns_splat_plus.strategy.options.option_fields`: the efficient strategy's)."""
 
 InstrumentedStrategy = Union[InstrumentedDefaultStrategy, InstrumentedMCMCStrategy, InstrumentedEfficientStrategy]
 
@@ -88,16 +106,9 @@ class StrategyOptions:
     rng_seed: int
     callbacks: Tuple[str, ...] = ()
     empty_cache_after_refine: bool = True
-    # InstrumentedEfficientStrategy (multi-view scores, budget); also uses the DefaultStrategy options
-    num_views: int = 10
-    loss_thresh: float = 0.1
-    densify_score: float = 1.0
-    prune_score: float = 0.9
-    score_prune_every: int = 10
-    prune_fraction: float = 0.5
-    max_gaussians: int = 0
-    budget_growth: float = 5.0
-    max_growth_per_refine: float = 0.2
+    # InstrumentedEfficientStrategy's options (multi-view scores, budget), in its names; it also uses the
+    # DefaultStrategy options. Defined once, as that class's fields (strategy/options.py)
+    efficient: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_model_config(cls, config, num_train_data: int, world_size: int, rng_seed: int) -> "StrategyOptions":
@@ -127,24 +138,11 @@ class StrategyOptions:
             grad_summary_every=max(1, config.grad_summary_every),
             zero_grad_patience=config.zero_grad_patience,
             warn_no_densify_after=config.warn_no_densify_after,
-            stats_every_after_refine=max(1, getattr(config, "grad_stats_every_after_refine", 1)),
+            stats_every_after_refine=config.grad_stats_every_after_refine,
             rng_seed=int(rng_seed),
             callbacks=tuple(config.densify_callbacks),
-            empty_cache_after_refine=getattr(config, "empty_cache_after_refine", True),
-            **{
-                name: getattr(config, f"efficient_{name}", default)
-                for name, default in (
-                    ("num_views", 10),
-                    ("loss_thresh", 0.1),
-                    ("densify_score", 1.0),
-                    ("prune_score", 0.9),
-                    ("score_prune_every", 10),
-                    ("prune_fraction", 0.5),
-                    ("max_gaussians", 0),
-                    ("budget_growth", 5.0),
-                    ("max_growth_per_refine", 0.2),
-                )
-            },
+            empty_cache_after_refine=config.empty_cache_after_refine,
+            efficient=option_values(config, EFFICIENT_PREFIX, InstrumentedEfficientStrategy),
         )
 
 
@@ -156,7 +154,7 @@ def build_strategy(options: StrategyOptions) -> InstrumentedStrategy:
         raise UserInputError(
             f"--pipeline.model.refine-every must be a positive number of steps, got {options.refine_every}"
         )
-    common = dict(
+    common: Dict[str, Any] = dict(  # the fields every strategy class has
         instrumentation=options.instrumentation,
         grad_summary_every=options.grad_summary_every,
         zero_grad_patience=options.zero_grad_patience,
@@ -176,19 +174,7 @@ def build_strategy(options: StrategyOptions) -> InstrumentedStrategy:
         )
     if options.strategy not in ("default", "efficient"):
         raise ValueError(f"unknown densification strategy {options.strategy!r}: use 'default', 'mcmc' or 'efficient'")
-    efficient = {}
-    if options.strategy == "efficient":
-        efficient = dict(
-            num_views=options.num_views,
-            loss_thresh=options.loss_thresh,
-            densify_score=options.densify_score,
-            prune_score=options.prune_score,
-            score_prune_every=options.score_prune_every,
-            prune_fraction=options.prune_fraction,
-            max_gaussians=options.max_gaussians,
-            budget_growth=options.budget_growth,
-            max_growth_per_refine=options.max_growth_per_refine,
-        )
+    efficient: Dict[str, Any] = dict(options.efficient) if options.strategy == "efficient" else {}
     cls = InstrumentedEfficientStrategy if options.strategy == "efficient" else InstrumentedDefaultStrategy
     return cls(
         prune_opa=options.prune_opa,
@@ -214,11 +200,18 @@ def strategy_name(strategy) -> str:
     return "efficient" if isinstance(strategy, InstrumentedEfficientStrategy) else "default"
 
 
-def attach_to_trainer(trainer) -> None:
+def start_settings(strategy) -> Dict[str, Any]:
+    """The ``settings`` of the ``start`` record: the gsplat fields of :data:`GSPLAT_SETTINGS` that
+    ``strategy`` has, and every option its class declares (the efficient strategy's), in their names."""
+    names = GSPLAT_SETTINGS + tuple(f.name for f in option_fields(type(strategy)))
+    return {name: getattr(strategy, name) for name in names if hasattr(strategy, name)}
+
+
+def attach_to_trainer(trainer: TrainerLike) -> None:
     """Point the model's densification log at the run directory and the viewer panel, and write
     the ``start`` record (settings of the strategy). Called from ``SplatPlusTrainer.setup``."""
     model = trainer.pipeline.model
-    strategy = getattr(model, "strategy", None)
+    strategy: Any = getattr(model, "strategy", None)  # one with a DensificationLog (checked below)
     log = getattr(strategy, "log", None)
     if not isinstance(log, DensificationLog):
         return
@@ -232,32 +225,6 @@ def attach_to_trainer(trainer) -> None:
         if hasattr(panel, "on_gradient_summary"):
             log.add_callback(panel.on_gradient_summary, events=["gradient_summary"])
     if strategy.instrumentation:
-        settings = {
-            k: getattr(strategy, k)
-            for k in (
-                "grow_grad2d",
-                "grow_scale3d",
-                "prune_opa",
-                "refine_start_iter",
-                "refine_stop_iter",
-                "refine_every",
-                "reset_every",
-                "absgrad",
-                "cap_max",
-                "noise_lr",
-                "min_opacity",
-                "num_views",
-                "loss_thresh",
-                "densify_score",
-                "prune_score",
-                "score_prune_every",
-                "prune_fraction",
-                "max_gaussians",
-                "budget_growth",
-                "max_growth_per_refine",
-            )
-            if hasattr(strategy, k)
-        }
         log.emit(
             {
                 "step": upstream.start_step(trainer),
@@ -265,7 +232,7 @@ def attach_to_trainer(trainer) -> None:
                 "strategy": strategy_name(strategy),
                 "num_gaussians": int(model.num_points),
                 "world_size": collectives.get_world_size(),
-                "settings": settings,
+                "settings": start_settings(strategy),
                 "zero_grad_patience": strategy.zero_grad_patience,
                 "grad_summary_every": strategy.grad_summary_every,
                 "stats_every_after_refine": strategy.stats_every_after_refine,

@@ -69,17 +69,22 @@ class InstrumentedDefaultStrategy(GradientMonitor, DefaultStrategy):
             radii = info["radii"] / float(max(info["width"], info["height"]))
             torch.maximum(state["radii"], radii[0] if radii.shape[0] == 1 else radii.amax(dim=0), out=state["radii"])
 
+    def refines_at(self, step: int) -> bool:
+        """Whether ``step`` densifies and prunes (gsplat's condition; also the start-up note of a short run)."""
+        return (
+            step < self.refine_stop_iter
+            and step > self.refine_start_iter
+            and step % self.refine_every == 0
+            and step % self.reset_every >= self.pause_refine_after_reset
+        )
+
     def step_post_backward(self, params, optimizers, state, step, info, packed: bool = False):
         device = params["means"].device
         self._step_grads = None
         sampled = self._samples_step(step, self.refine_stop_iter)
         if step < self.refine_stop_iter:
             self._update_state(params, state, info, packed=packed)
-            if (
-                step > self.refine_start_iter
-                and step % self.refine_every == 0
-                and step % self.reset_every >= self.pause_refine_after_reset
-            ):
+            if self.refines_at(step):
                 self._refine(params, optimizers, state, step)
             if step % self.reset_every == 0:
                 gsplat_ops.reset_opa(params=params, optimizers=optimizers, state=state, value=self.prune_opa * 2.0)

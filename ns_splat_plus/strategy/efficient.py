@@ -32,11 +32,17 @@ from typing import Any, Dict, Optional
 import torch
 from gsplat.strategy import ops as gsplat_ops
 
+from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.strategy.default import InstrumentedDefaultStrategy
 from ns_splat_plus.strategy.monitor import maybe_empty_cache, seeded_rng
 from ns_splat_plus.strategy.multiview import RefineViewSource, multiview_scores, sample_views
+from ns_splat_plus.strategy.options import Range, option
 from ns_splat_plus.strategy.stats import grad2d_statistics
+
+EFFICIENT_PREFIX = "efficient_"
+"""The model config's (and the command line's) name of an option of this strategy is this prefix + its field's name:
+``num_views`` is ``--pipeline.model.efficient-num-views``."""
 
 INITIAL_COUNT = "initial_num_gaussians"
 """Strategy-state key: the Gaussian count when training started (the budget's starting point; saved
@@ -61,25 +67,48 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
     ``state`` adds :data:`INITIAL_COUNT` to gsplat's (``grad2d`` [N], ``count`` [N], ``radii`` [N]).
     """
 
-    num_views: int = 10
-    """Training views rendered at each refine (FastGS: 10)."""
-    loss_thresh: float = 0.1
-    """A pixel is high-error where its min-max normalised L1 error is over this (FastGS: 0.1)."""
-    densify_score: float = 1.0
-    """Grow only Gaussians whose blend-weighted high-error coverage per view (full-resolution pixels) is over this."""
-    prune_score: float = 0.9
-    """Score pruning removes Gaussians whose normalised loss-weighted score is over this (FastGS: 0.9)."""
-    score_prune_every: int = 10
-    """Score pruning every this many refines (0: never)."""
-    prune_fraction: float = 0.5
-    """The fraction of gsplat's prune candidates (transparent, too large) removed per refine, highest scores
-    first (FastGS: 0.5; 1.0: all, as gsplat)."""
-    max_gaussians: int = 0
-    """The budget's cap; 0: (1 + budget_growth) x the initial count."""
-    budget_growth: float = 5.0
-    """With max_gaussians 0, the cap is (1 + this) x the initial count (DashGaussian: 5)."""
-    max_growth_per_refine: float = 0.2
-    """At most this fraction of the count is added per refine (DashGaussian: 0.2; 0: no limit)."""
+    num_views: int = option(
+        10, "Training views rendered at each refine to score the Gaussians (FastGS: 10).", Range(low=1, integer=True)
+    )
+    loss_thresh: float = option(
+        0.1,
+        "A pixel is high-error where its L1 error, min-max normalised over the view, is over this (FastGS: 0.1).",
+        Range(low=0, high=1, high_open=True),
+    )
+    densify_score: float = option(
+        1.0,
+        "Grow only Gaussians (with a high 2D gradient) whose blend-weighted coverage of high-error pixels, averaged "
+        "over the views, is over this many full-resolution pixels.",
+        Range(low=0),
+    )
+    prune_score: float = option(
+        0.9,
+        "Score pruning removes Gaussians whose loss-weighted score, normalised to [0, 1], is over this (FastGS: 0.9).",
+        Range(low=0, high=1),
+    )
+    score_prune_every: int = option(10, "Score pruning every this many refines (0: never).", Range(low=0, integer=True))
+    prune_fraction: float = option(
+        0.5,
+        "The fraction of the transparent / too large Gaussians pruned per refine, those with the highest "
+        "loss-weighted score first (FastGS: 0.5; 1.0: all of them, as the default strategy).",
+        Range(low=0, high=1),
+    )
+    max_gaussians: int = option(
+        0,
+        "The Gaussian budget's cap, at least the initial count (start-up refuses less); "
+        "0: (1 + efficient-budget-growth) x the initial count.",
+        Range(low=0, integer=True),
+    )
+    budget_growth: float = option(
+        5.0,
+        "With efficient-max-gaussians 0, the cap is (1 + this) x the initial count (DashGaussian's 5).",
+        Range(low=0),
+    )
+    max_growth_per_refine: float = option(
+        0.2,
+        "At most this fraction of the Gaussians is added per refine (DashGaussian: 0.2; 0: no limit).",
+        Range(low=0),
+    )
     views: Optional[RefineViewSource] = field(default=None, repr=False, compare=False)
 
     def initialize_state(self, scene_scale: float = 1.0) -> Dict[str, Any]:
@@ -91,6 +120,19 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
         if state.get(INITIAL_COUNT) is None:
             state[INITIAL_COUNT] = len(params["means"])
         super().step_post_backward(params, optimizers, state, step, info, packed=packed)
+
+    def check_cap(self, state: Dict[str, Any], num_gaussians: int) -> None:
+        """Refuse (at start-up) a cap below the initial count (``state``'s, on a resumed run; else the
+        ``num_gaussians`` of the model now): the budget would never let a Gaussian grow, and nothing prunes
+        down to the cap, so the run would hold more Gaussians than the cap it was given."""
+        initial = int(state[INITIAL_COUNT] if state.get(INITIAL_COUNT) is not None else num_gaussians)
+        if 0 < self.max_gaussians < initial:
+            option = f"--pipeline.model.{EFFICIENT_PREFIX}max-gaussians".replace("_", "-")
+            raise UserInputError(
+                f"{option} {self.max_gaussians} is below the {initial} Gaussians this run starts from: "
+                "no Gaussian could ever grow, and none is pruned to meet the cap",
+                f"pass {option} {initial} or more, or 0 for (1 + efficient-budget-growth) x the initial count",
+            )
 
     def cap(self, initial: int) -> int:
         """The budget's cap for ``initial`` Gaussians at the start."""

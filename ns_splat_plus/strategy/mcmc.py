@@ -36,6 +36,10 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
         if self.instrumentation and means2d is not None and means2d.requires_grad:
             means2d.retain_grad()  # only for the gradient statistics: MCMC decides on opacities
 
+    def refines_at(self, step: int) -> bool:
+        """Whether ``step`` relocates and adds Gaussians (gsplat's condition; also the start-up note of a short run)."""
+        return step < self.refine_stop_iter and step > self.refine_start_iter and step % self.refine_every == 0
+
     def step_post_backward(
         self, params, optimizers, state, step, info, packed: bool = False, lr: Optional[float] = None
     ):
@@ -53,6 +57,7 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
             if mon.acc_grad2d is None or mon.acc_grad2d.shape[0] != n or mon.acc_grad2d.device != device:
                 mon.acc_grad2d = torch.zeros(n, device=device)
                 mon.acc_count = torch.zeros(n, device=device)
+            assert mon.acc_count is not None  # made with acc_grad2d just above
             if step < self.refine_stop_iter:  # the statistics a refine reports: none is left after the stop
                 if out is not None and packed:
                     mon.acc_grad2d.index_add_(0, out[1], out[0])
@@ -61,7 +66,7 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
                     mon.acc_grad2d.add_(out[0].sum(dim=0))
                     mon.acc_count.add_(out[1].sum(dim=0).to(mon.acc_count.dtype))
             self._observe_step(step, device, None if out is None else (*out, packed))
-        refine = step < self.refine_stop_iter and step > self.refine_start_iter and step % self.refine_every == 0
+        refine = self.refines_at(step)
         with seeded_rng(self.rng_seed, step, device, numpy_too=refine):
             if refine:
                 self._refine(params, optimizers, state, step)
@@ -79,6 +84,7 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
         mon = self._mon
         grad_stats = opa_stats = None
         if self.instrumentation:
+            assert mon.acc_grad2d is not None and mon.acc_count is not None  # accumulated by step_post_backward
             collectives.all_reduce(mon.acc_grad2d, "SUM")
             collectives.all_reduce(mon.acc_count, "SUM")
             grad_stats = grad2d_statistics(mon.acc_grad2d, mon.acc_count, None)

@@ -216,6 +216,7 @@ class GradientMonitor:
         n = len(mon.row_steps)
         if n == 0:
             return
+        assert mon.rows is not None  # made with the first sampled row
         device = mon.rows.device
         rows = mon.rows[:n]
         present = torch.tensor(mon.row_present, dtype=rows.dtype).to(device)
@@ -234,6 +235,7 @@ class GradientMonitor:
                 if mon.zero_run_rows == 0:
                     mon.zero_run_start = row_step
                 mon.zero_run_rows += 1
+                assert mon.zero_run_start is not None  # set at the run's first row
                 mon.zero_run = row_step - mon.zero_run_start + 1  # in steps: samples may be several steps apart
                 mon.zero_run_missing += int(present == 0)
                 mon.zero_run_visible = max(mon.zero_run_visible, int(visible))

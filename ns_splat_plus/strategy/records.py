@@ -77,9 +77,16 @@ def load_callback(path: str) -> EventCallback:
         raise ValueError(f"densify callback {path!r}: expected 'pkg.module:function'")
     try:
         target: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"densify callback {path!r} cannot be loaded: {err}") from err
+    except Exception as err:  # noqa: BLE001 (the user's module raised while it was imported)
+        raise ValueError(
+            f"densify callback {path!r} cannot be loaded: importing {module_name} raised {type(err).__name__}: {err}"
+        ) from err
+    try:
         for part in attr.split("."):
             target = getattr(target, part)
-    except (ImportError, AttributeError) as err:
+    except AttributeError as err:
         raise ValueError(f"densify callback {path!r} cannot be loaded: {err}") from err
     if not callable(target):
         raise ValueError(f"densify callback {path!r} is not callable")

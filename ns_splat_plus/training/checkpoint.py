@@ -25,14 +25,17 @@ import os
 import random
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, cast
 
 import numpy as np
 import torch
+from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanagerConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import upstream
 from ns_splat_plus.errors import SplatPlusError
+from ns_splat_plus.parallel.config import data_parallel_of
+from ns_splat_plus.upstream import TrainerLike
 
 CHECKPOINT_NAME = re.compile(r"^step-(\d+)\.ckpt$")
 # Extra entry in the checkpoint's "pipeline" dict, so that ns-eval (which only hands the pipeline
@@ -117,7 +120,9 @@ def checked_checkpoint_step(checkpoint_dir: Path, load_step: Optional[int]) -> i
         "restore the run's nerfstudio_models/ directory, or train again (ns-train saves every --steps-per-save steps and at the end)",
         "with --load-step in config.yml",
     )
-    step = int(CHECKPOINT_NAME.match(path.name).group(1))
+    match = CHECKPOINT_NAME.match(path.name)
+    assert match is not None  # _step_file picks a step-<N>.ckpt
+    step = int(match.group(1))
     try:
         # torch.save writes a zip archive: a truncated file has no end-of-central-directory record
         zipfile.ZipFile(path).close()
@@ -165,7 +170,7 @@ def read_checkpoint(path: Path) -> Dict[str, Any]:
 # --- what a checkpoint holds ------------------------------------------------------------------------
 
 
-def run_info(trainer) -> Dict[str, Any]:
+def run_info(trainer: TrainerLike) -> Dict[str, Any]:
     """Facts about the run that ns-eval reports next to its own (train peak memory, Gaussian count)."""
     from ns_splat_plus.evaluation import memory_tracker
 
@@ -185,6 +190,7 @@ def rng_states() -> Dict[str, Any]:
     """Global RNG states (python, numpy, torch, this CUDA device): a resumed run draws what the
     uninterrupted run would have (camera order, eval picks, densification noise)."""
     np_state = np.random.get_state()
+    assert isinstance(np_state, tuple)  # the legacy form, get_state's default
     states = {
         "python": random.getstate(),
         "numpy": {
@@ -273,7 +279,7 @@ def restore_sampler_state(datamanager, state: Dict[str, Any]) -> None:
 def strategy_state_for_checkpoint(model) -> Dict[str, Any]:
     """gsplat's strategy state (tensors on the CPU, numbers as they are)."""
     state = getattr(model, "strategy_state", None) or {}
-    saved = {}
+    saved: Dict[str, Any] = {}
     for key, value in state.items():
         if isinstance(value, torch.Tensor):
             saved[key] = value.detach().cpu()
@@ -288,17 +294,16 @@ def strategy_state_for_checkpoint(model) -> Dict[str, Any]:
 
 def monitor_state_for_checkpoint(model) -> Optional[Dict[str, Any]]:
     """The gradient monitor's bookkeeping (refine count, warned flag, zero-gradient run, summary window)."""
-    strategy = getattr(model, "strategy", None)
+    strategy: Any = getattr(model, "strategy", None)
     return strategy.monitor_state_dict() if hasattr(strategy, "monitor_state_dict") else None
 
 
-def training_facts(trainer) -> Dict[str, Any]:
+def training_facts(trainer: TrainerLike) -> Dict[str, Any]:
     """What a resumed run must share with the run that wrote the checkpoint (checked by :func:`resume`)."""
-    dp = trainer.config.data_parallel
+    dp = data_parallel_of(trainer.config)
     model_config = trainer.config.pipeline.model
-    data = getattr(trainer.config.pipeline.datamanager, "data", None) or getattr(
-        trainer.config.pipeline.datamanager.dataparser, "data", None
-    )
+    datamanager = cast(FullImageDatamanagerConfig, trainer.config.pipeline.datamanager)  # SplatPlusDataManagerConfig
+    data = getattr(datamanager, "data", None) or getattr(datamanager.dataparser, "data", None)
     return {
         "world_size": int(trainer.world_size),
         "cameras_per_step": int(getattr(trainer.config.pipeline.datamanager, "cameras_per_step", 1)),
@@ -311,7 +316,9 @@ def training_facts(trainer) -> Dict[str, Any]:
     }
 
 
-def checkpoint_state(trainer, step: int, rng_per_rank: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+def checkpoint_state(
+    trainer: TrainerLike, step: int, rng_per_rank: Optional[List[Dict[str, Any]]] = None
+) -> Dict[str, Any]:
     """Everything a splat-plus checkpoint holds, free of numpy objects (loadable with weights_only=True).
 
     ``rng_per_rank``: every rank's RNG states (gathered by the trainer), so that a run on W ranks

@@ -62,6 +62,27 @@ def read_model(colmap_dir: Path, read_points: bool) -> Tuple[Dict, Dict, Optiona
     return cameras, images, points, cam_file, img_file
 
 
+def points_file(colmap_dir: Path) -> Optional[Path]:
+    """The points file nerfstudio's parser reads (``points3D.bin`` before ``.txt``), None if there is none."""
+    return next(
+        (colmap_dir / f"points3D.{ext}" for ext in ("bin", "txt") if (colmap_dir / f"points3D.{ext}").exists()), None
+    )
+
+
+def count_points(path: Path) -> Optional[int]:
+    """How many points a COLMAP points3D file holds, from its header (``.bin``) or its lines (``.txt``);
+    None where it cannot tell (a damaged file: the full read names it)."""
+    try:
+        if path.suffix == ".bin":
+            with open(path, "rb") as f:
+                header = f.read(8)
+            return int.from_bytes(header, "little") if len(header) == 8 else None
+        with open(path, "rb") as f:
+            return sum(1 for line in f if line.strip() and not line.lstrip().startswith(b"#"))
+    except OSError:
+        return None
+
+
 def check_model(cameras: Dict, images: Dict, cam_file: Path, img_file: Path) -> None:
     """Cameras with a usable size and focal length; images with unique names, a known camera and a finite pose."""
     if not cameras:

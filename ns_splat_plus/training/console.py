@@ -57,3 +57,28 @@ def print_viewer_address(banner_messages: Optional[List[str]]) -> None:
     """The viewer's address, once (the redrawing table would otherwise carry it under every update)."""
     for message in banner_messages or []:
         CONSOLE.print(message, soft_wrap=True)
+
+
+def training_summary(steps: int, seconds: float, since_start: Optional[float], gaussians: int, base_dir: Any) -> str:
+    """The end of training in one line: steps, wall time, Gaussians and the command that evaluates the run."""
+    process = f" ({since_start:.1f} s since the process started)" if since_start is not None else ""
+    return (
+        f"Trained {steps:,} steps in {seconds:.1f} s{process}: {gaussians:,} Gaussians. "
+        f"Next: ns-eval --load-config {base_dir / 'config.yml'} --output-path {base_dir / 'metrics.json'}"
+    )
+
+
+UPSTREAM_WARNINGS = ("`torch.cuda.amp.GradScaler(args...)` is deprecated",)
+"""FutureWarnings of nerfstudio code that splat-plus calls (``Trainer.__init__``'s GradScaler)."""
+
+
+@contextlib.contextmanager
+def upstream_warnings_silenced() -> Iterator[None]:
+    """Within the block (a call into nerfstudio), its known deprecation FutureWarnings are not printed."""
+    import re
+    import warnings
+
+    with warnings.catch_warnings():
+        for message in UPSTREAM_WARNINGS:
+            warnings.filterwarnings("ignore", message=re.escape(message), category=FutureWarning)
+        yield

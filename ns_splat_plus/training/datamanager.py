@@ -18,15 +18,18 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Type
 
 import torch
+import tyro
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
 
+from ns_splat_plus import upstream
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.evaluation.streamed import eval_camera_and_batch
 from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, RENDER_CACHE, concatenated_cameras
-from ns_splat_plus.parallel import collectives
+from ns_splat_plus.parallel import agreement, collectives
 from ns_splat_plus.parallel.sharding import camera_for_step, cameras_for_step, eval_share
 from ns_splat_plus.training.images.photo import PhotoDataset
+from ns_splat_plus.training.images.prefetch import DevicePrefetcher
 
 
 def first_undecodable_photo(dataset) -> Optional[Tuple[Path, Exception]]:
@@ -68,8 +71,7 @@ class SplatPlusDataManagerConfig(FullImageDatamanagerConfig):
     image_memory: Literal["auto", "host", "stream"] = "auto"
     """Where train images live. auto: host memory (uint8, pinned on CUDA when they fit) if they take at most
     80 % of the available host memory, else stream; host: decode all at start-up; stream: decode from disk
-    during training with --pipeline.datamanager.stream-workers threads. Never on the GPU (cache-images is
-    ignored for train images)."""
+    during training with --pipeline.datamanager.stream-workers threads. Never on the GPU."""
     stream_workers: int = 4
     """Streaming: decoding threads."""
     stream_buffer: int = 16
@@ -82,11 +84,17 @@ class SplatPlusDataManagerConfig(FullImageDatamanagerConfig):
     step's cameras of the same size as its first drawn camera are rendered, the others are skipped for
     that epoch (a step may then render fewer than B). Not with the camera optimizer or bilateral grid;
     the fps sampling strategy is replaced by the seeded permutation."""
+    # nerfstudio's options that splat-plus never reads: kept (a config.yml holds them), hidden from --help
+    cache_images: tyro.conf.Suppress[Literal["cpu", "gpu"]] = "gpu"
+    """Not read: --pipeline.datamanager.image-memory places the train images; eval images stay in host memory."""
+    images_on_gpu: tyro.conf.Suppress[bool] = False
+    """Not read: the train images reach the device through the prefetcher (training/images/prefetch.py)."""
 
 
 class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
     # PhotoDataset: 16-bit grey, palette, 1-bit and CMYK photos read as 8-bit RGB(A) (upstream: low byte, indices)
     config: SplatPlusDataManagerConfig
+    _prefetcher: DevicePrefetcher  # set when the images are loaded (training/images/load.py)
 
     def __init__(self, config: SplatPlusDataManagerConfig, *args, **kwargs) -> None:
         self.startup_times: Dict[str, float] = {"dataset_parse_start": time.time()}  # wall clock, for <run>/ranks/
@@ -98,6 +106,11 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         }
         super().__init__(config, *args, **kwargs)
         self.startup_times["dataset_parse_end"] = time.time()
+        if collectives.is_distributed():  # every rank parsed the same dataset: before the model or a photo is read
+            agreement.agree_on_dataset(
+                {"training": self.train_dataparser_outputs, "eval": upstream.dataparser_outputs(self.eval_dataset)},
+                self.config.data,
+            )
         if collectives.is_distributed():  # the single eval image of a step comes from this rank's share
             self.eval_unseen_cameras = self.eval_indices()
 
@@ -105,8 +118,9 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         """The eval images this rank holds and scores (all of them in one process)."""
         return eval_share(collectives.get_rank(), collectives.get_world_size(), len(self.eval_dataset))
 
+    # the type: ignore: upstream returns a list of the same (camera, data) pairs; this Sequence makes them on access
     @property
-    def fixed_indices_eval_dataloader(self) -> "HeldEvalViews":
+    def fixed_indices_eval_dataloader(self) -> "HeldEvalViews":  # type: ignore[override]
         """This rank's eval (camera, data) pairs, each moved to the device only when read.
 
         Upstream's property copies every eval image to the device and indexes every eval image, but
@@ -128,6 +142,7 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         world_size = collectives.get_world_size()
         if self.config.train_cameras_sampling_strategy != "random" and world_size == 1:
             camera, data = super().next_train(step)
+            assert camera.metadata is not None  # upstream's next_train sets cam_idx
             camera.metadata[HOST_IMAGE_SIZE] = self._train_image_sizes[camera.metadata["cam_idx"]]
             return camera, data
         image_idx = camera_for_step(
@@ -217,6 +232,7 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
             batch[key] = self._stacked(key, values) if isinstance(value, torch.Tensor) else values
         # the kept [1] cameras concatenated: slicing train_cameras with host indices synchronises per field
         camera = concatenated_cameras([self._single_camera(i) for i in indices])
+        assert camera.metadata is not None  # concatenated_cameras sets it
         camera.metadata["cam_idx"] = indices
         return camera, batch
 

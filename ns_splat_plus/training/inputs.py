@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Iterator, List, Optional
 
 from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.model.options import check_model_options
 from ns_splat_plus.training import colmap_checks
+
+MAX_WARMUP_STEPS = 1000
+"""--warmup-steps above this is refused: warmup's steps are undone, and a billion of them ran silently for days."""
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".exr", ".tif", ".tiff", ".bmp", ".webp"}
 
@@ -39,6 +43,12 @@ def check_options(config) -> None:
         )
     if getattr(config, "warmup_steps", 0) < 0:
         raise UserInputError(f"--warmup-steps must be 0 (off) or more, got {config.warmup_steps}")
+    if getattr(config, "warmup_steps", 0) > MAX_WARMUP_STEPS:
+        raise UserInputError(
+            f"--warmup-steps {config.warmup_steps} is more than the {MAX_WARMUP_STEPS} warmup allows: its steps only "
+            "warm kernels, allocator and caches before step 0, and are undone (no training happens in them)",
+            f"pass --warmup-steps {MAX_WARMUP_STEPS} or less (the default 5 is enough; 0 turns warmup off)",
+        )
     model = config.pipeline.model
     for name in ("refine_every", "sh_degree_interval"):
         value = getattr(model, name, 1)
@@ -47,11 +57,42 @@ def check_options(config) -> None:
                 f"--pipeline.model.{name.replace('_', '-')} must be a positive number of steps, got {value}"
             )
     check_cameras_per_step(config)
+    check_model_options(model)  # every strategy option in its range (model/options.py: beside its definition)
+    check_densify_callbacks(model)
+    check_viewer_ports(config)
     if getattr(model, "rasterizer", "auto") == "gsplat" and config.machine.device_type != "cuda":
         raise UserInputError(
             f"--pipeline.model.rasterizer gsplat needs CUDA, but --machine.device-type is {config.machine.device_type}: "
             "use --pipeline.model.rasterizer auto (the PyTorch reference on the CPU)"
         )
+
+
+def check_densify_callbacks(model) -> None:
+    """Every --pipeline.model.densify-callbacks 'pkg.module:function' imports and is callable: checked at
+    launch (before the run directory is written), where it used to stop set-up with a ValueError traceback."""
+    from ns_splat_plus.strategy.records import load_callback
+
+    for path in getattr(model, "densify_callbacks", None) or ():
+        try:
+            load_callback(path)
+        except ValueError as err:
+            raise UserInputError(
+                f"--pipeline.model.densify-callbacks: {err}",
+                "name a function as 'pkg.module:function' that imports from here (PYTHONPATH), or leave the option out",
+            ) from None
+
+
+def check_viewer_ports(config) -> None:
+    """--viewer.websocket-port (and its default) is a TCP port: a number outside 1-65535 stopped the viewer's
+    thread with an OverflowError while the run neither trained nor exited."""
+    viewer = getattr(config, "viewer", None)
+    for option in ("websocket_port", "websocket_port_default"):
+        port = getattr(viewer, option, None)
+        if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
+            raise UserInputError(
+                f"--viewer.{option.replace('_', '-')} {port} is not a TCP port",
+                "pass a port from 1 to 65535 (the viewer's default is 7007), or leave the option out",
+            )
 
 
 def check_cameras_per_step(config) -> None:
@@ -98,6 +139,60 @@ def dataset_path(config) -> Optional[Path]:
     return Path(data) if data is not None else None
 
 
+DEFAULT_COLMAP_PATH = Path("colmap") / "sparse" / "0"
+"""nerfstudio's ``colmap --colmap-path`` default (ns-process-data's layout)."""
+TOP_LEVEL_COLMAP_PATH = Path("sparse") / "0"
+"""The COLMAP / 3DGS / Mip-NeRF 360 layout: ``images/`` and ``sparse/0/`` at the top of the scene folder."""
+
+
+def _holds_colmap_model(folder: Path) -> bool:
+    return any((folder / f"cameras.{ext}").is_file() for ext in ("bin", "txt"))
+
+
+def find_colmap_model(data: Path) -> Optional[Path]:
+    """A folder under ``data`` (at most three levels down) that holds a COLMAP model: the usual
+    places first (``colmap/sparse/0``, ``sparse/0``, ``sparse``), then any other; None if there is none."""
+    for rel in (DEFAULT_COLMAP_PATH, TOP_LEVEL_COLMAP_PATH, Path("sparse")):
+        if _holds_colmap_model(data / rel):
+            return data / rel
+    for pattern in ("*/cameras.*", "*/*/cameras.*", "*/*/*/cameras.*"):
+        for found in sorted(data.glob(pattern)):
+            if found.suffix in (".bin", ".txt") and _holds_colmap_model(found.parent):
+                return found.parent
+    return None
+
+
+def colmap_command(config, data: Path, model: Optional[Path]) -> str:
+    """The ns-train command that trains ``data`` with the COLMAP model in ``model``."""
+    method = getattr(config, "method_name", None) or "splat-plus"
+    command = f"ns-train {method} --data {data} colmap"
+    if model is not None:
+        rel = model.relative_to(data)
+        if rel not in (DEFAULT_COLMAP_PATH, TOP_LEVEL_COLMAP_PATH):  # sparse/0 is found by itself
+            command += f" --colmap-path {rel.as_posix()}"
+    return command + " (other options before `colmap`)"
+
+
+def use_top_level_colmap_model(config) -> Optional[str]:
+    """``colmap`` with its default ``--colmap-path colmap/sparse/0`` on a scene that has ``sparse/0/`` at
+    the top instead (COLMAP's own, 3DGS's and Mip-NeRF 360's layout): point the dataparser there. Called
+    before config.yml is written, so that ns-eval and ns-viewer find the same model. Returns the one
+    line that says so, or None when nothing changed."""
+    parser = config.pipeline.datamanager.dataparser
+    data = dataset_path(config)
+    if type(parser).__name__ != "ColmapDataParserConfig" or data is None:
+        return None
+    if Path(parser.colmap_path) != DEFAULT_COLMAP_PATH or (data / DEFAULT_COLMAP_PATH).exists():
+        return None
+    if not (data / TOP_LEVEL_COLMAP_PATH).is_dir():
+        return None
+    parser.colmap_path = TOP_LEVEL_COLMAP_PATH
+    return (
+        f"colmap: no {DEFAULT_COLMAP_PATH.as_posix()}/ in {data}, so the COLMAP model in "
+        f"{data / TOP_LEVEL_COLMAP_PATH} is used (as `colmap --colmap-path sparse/0`)"
+    )
+
+
 def _count_images(folder: Path) -> int:
     if not folder.is_dir():
         return 0
@@ -121,16 +216,25 @@ def preflight(config) -> None:
         and kind == "ColmapDataParserConfig"
     ):
         colmap_dir = data / parser.colmap_path
-        if not any((colmap_dir / f"points3D.{ext}").exists() for ext in ("bin", "txt")):
+        points = colmap_checks.points_file(colmap_dir)
+        if points is None or colmap_checks.count_points(points) == 0:
             # nerfstudio's colmap parser reads points3D whenever load_3D_points is on, whatever the model wants
+            # (and fails on an empty one with a matrix-shape error)
             parser.load_3D_points = False
     if kind == "ColmapDataParserConfig":
         root = data
         colmap_dir = root / parser.colmap_path
         if not colmap_dir.is_dir():
+            found = find_colmap_model(root)
+            if found is not None:
+                raise UserInputError(
+                    f"no COLMAP model at {colmap_dir}, but {found} holds one",
+                    f"point --colmap-path at it: {colmap_command(config, root, found)}",
+                )
             raise UserInputError(
-                f"no COLMAP model at {colmap_dir}: run ns-process-data (or COLMAP) on {root}, "
-                "or point --colmap-path (after `colmap`) at the sparse model"
+                f"no COLMAP model at {colmap_dir} (nor in {root / TOP_LEVEL_COLMAP_PATH})",
+                f"make one with `ns-process-data images --data <photos> --output-dir {root}` (it runs COLMAP), "
+                f"then: {colmap_command(config, root, None)}",
             )
         check_image_layout(root / parser.images_path, parser.downscale_factor)
         has_points = any((colmap_dir / f"points3D.{ext}").exists() for ext in ("bin", "txt"))
@@ -139,6 +243,13 @@ def preflight(config) -> None:
                 f"the COLMAP model at {colmap_dir} has no points3D.bin/points3D.txt, but SfM initialization "
                 "is requested: re-run COLMAP with points, or start from random Gaussians with "
                 "--pipeline.model.random-init True (or pass `colmap --load-3D-points False`)"
+            )
+        points = colmap_checks.points_file(colmap_dir) if has_points else None
+        if wants_points and points is not None and colmap_checks.count_points(points) == 0:
+            raise UserInputError(
+                f"the COLMAP model's {points} holds no points, but SfM initialization is requested",
+                "re-run COLMAP's mapper so that it triangulates points, or start from random Gaussians with "
+                "--pipeline.model.random-init True (or pass `colmap --load-3D-points False`)",
             )
         # the model files and every photo's header, each problem naming the file (colmap_checks.py)
         colmap_checks.check_colmap_scene(
@@ -151,13 +262,11 @@ def preflight(config) -> None:
     elif kind in ("NerfstudioDataParserConfig", "InstantNGPDataParserConfig"):
         transforms = data if data.suffix == ".json" else data / "transforms.json"
         if not transforms.is_file():
-            colmap_model = next(
-                (p for p in (data / "colmap" / "sparse" / "0", data / "sparse" / "0") if p.is_dir()), None
-            )
+            colmap_model = find_colmap_model(data) if data.is_dir() else None
             if colmap_model is not None:
                 raise UserInputError(
-                    f"no transforms.json at {transforms}, but {data} holds a COLMAP model ({colmap_model}): "
-                    "add the `colmap` subcommand after the splat-plus options (ns-train splat-plus --data ... colmap)"
+                    f"no transforms.json at {transforms}, but {data} holds a COLMAP model ({colmap_model})",
+                    f"add the `colmap` subcommand after the splat-plus options: {colmap_command(config, data, colmap_model)}",
                 )
             raise UserInputError(f"no transforms.json at {transforms}: is --data the scene folder?")
         import json

@@ -35,9 +35,10 @@ Differences from nerfstudio's loop, and why:
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import cast
 
 import torch
+from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager
 from nerfstudio.utils import writer
 from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.rich_utils import CONSOLE
@@ -46,11 +47,12 @@ from nerfstudio.utils.writer import EventName, TimeWriter
 from ns_splat_plus import upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import collectives, roll_call
-from ns_splat_plus.training import outputs
+from ns_splat_plus.parallel.config import data_parallel_of
+from ns_splat_plus.training import outputs, run_plots
 from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.step import run_training_step
 from ns_splat_plus.training.stopping import STOP_TRAINING, StopRequest, TrainingInterrupted
-from ns_splat_plus.upstream import note_running_time
+from ns_splat_plus.upstream import TrainerLike, note_running_time
 
 
 def steps_to_run(start_step: int, max_num_iterations: int) -> range:
@@ -59,12 +61,13 @@ def steps_to_run(start_step: int, max_num_iterations: int) -> range:
     return range(start_step, max(start_step, max_num_iterations))
 
 
-def train_loop(trainer: Any) -> None:
+def train_loop(trainer: TrainerLike) -> None:
     """Train ``trainer`` (a set-up SplatPlusTrainer) from its start step; every rank runs it
     (nerfstudio's ``check_main_thread`` must not wrap it: ranks > 0 would skip their steps)."""
     assert trainer.pipeline.datamanager.train_dataset is not None, "Missing DatsetInputs"
-    if hasattr(trainer.pipeline.datamanager, "train_dataparser_outputs"):
-        trainer.pipeline.datamanager.train_dataparser_outputs.save_dataparser_transform(
+    datamanager = trainer.pipeline.datamanager
+    if hasattr(datamanager, "train_dataparser_outputs"):  # a FullImageDatamanager's (SplatPlusDataManager)
+        cast(FullImageDatamanager, datamanager).train_dataparser_outputs.save_dataparser_transform(
             trainer.base_dir / "dataparser_transforms.json"
         )
     upstream.init_viewer_state(trainer)
@@ -119,14 +122,16 @@ def train_loop(trainer: Any) -> None:
             # a rank ended (an error: it printed why) and the launcher stops the others: no second message
             roll_call.stop_after_another_rank_ended(err, trainer.step)
         # a rank stopped answering (hung, stopped, died): name it, not just this rank's timeout
-        timeout = trainer.config.data_parallel.timeout_minutes
+        timeout = data_parallel_of(trainer.config).timeout_minutes
         roll_call.stop_for_unanswered_ranks(err, trainer.step, timeout, trainer.checkpoint_dir)
     finally:
         stop.uninstall()
-    upstream.after_train(trainer)
+    if collectives.is_main_process():  # training.png; before after_train, where the viewer may stay open
+        run_plots.write_run_plot(trainer.base_dir, writer.EVENT_WRITERS)
+    upstream.after_train(trainer, quiet=not collectives.is_main_process())  # one "Training Finished" box per run
 
 
-def eval_due(trainer: Any, step: int) -> bool:
+def eval_due(trainer: TrainerLike, step: int) -> bool:
     """Whether nerfstudio's ``eval_iteration`` has anything to do at ``step`` (one of its three
     intervals is due): the call, its lock and decorators are otherwise host time for nothing."""
     c = trainer.config
@@ -135,7 +140,7 @@ def eval_due(trainer: Any, step: int) -> bool:
     )
 
 
-def put_step_times(trainer: Any, step: int, duration: float, log_step: bool) -> None:
+def put_step_times(trainer: TrainerLike, step: int, duration: float, log_step: bool) -> None:
     """The iteration time (with the ETA) and rays per second, as nerfstudio's loop records them
     (running averages; rays per second from step 2), but written to the event writers only on
     logging steps: on the others only the averages the console and viewer read are updated
@@ -149,7 +154,7 @@ def put_step_times(trainer: Any, step: int, duration: float, log_step: bool) -> 
         record(EventName.TRAIN_RAYS_PER_SEC, rays, step)
 
 
-def _announce_stop(trainer: Any, step: int) -> None:
+def _announce_stop(trainer: TrainerLike, step: int) -> None:
     """One line (global rank 0) for a stop asked by ``trainer.stop_training``: every rank ends after
     ``step``; nerfstudio's end of training follows (the checkpoint of ``step``, exit status 0)."""
     if collectives.is_main_process():
@@ -162,7 +167,7 @@ def _announce_stop(trainer: Any, step: int) -> None:
         )
 
 
-def _stop_on_signal(trainer: Any, step: int, reason: str) -> None:
+def _stop_on_signal(trainer: TrainerLike, step: int, reason: str) -> None:
     if not step_check(step, trainer.config.steps_per_save):  # else saved a moment ago (the same on every rank)
         trainer.save_checkpoint(step)
     writer.write_out_storage()
@@ -179,7 +184,7 @@ def _stop_on_signal(trainer: Any, step: int, reason: str) -> None:
     raise TrainingInterrupted(stopped, resume)
 
 
-def _stop_on_unreadable_photo(trainer: Any, step: int, err: PhotoReadError) -> None:
+def _stop_on_unreadable_photo(trainer: TrainerLike, step: int, err: PhotoReadError) -> None:
     """End the run at ``step``, whose photo could not be read (streaming): the checkpoint of step - 1
     (the failed step read its camera's photo before changing anything), then one message naming the
     photo (exit status 2). Nothing is saved when no step of this run finished, or on several ranks."""

@@ -11,11 +11,12 @@ so that freeing here actually returns the step's tensors.
 from __future__ import annotations
 
 import gc
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
 from ns_splat_plus.errors import SplatPlusError
+from ns_splat_plus.upstream import TrainerLike
 
 
 class DeviceOutOfMemoryError(SplatPlusError):
@@ -26,14 +27,14 @@ def _gib(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB"
 
 
-def _step_image(trainer: Any) -> Tuple[Optional[Tuple[int, int]], int]:
+def _step_image(trainer: TrainerLike) -> Tuple[Optional[Tuple[int, int]], int]:
     """((height, width) of this step's image, cameras per step) as the datamanager last fetched them."""
     datamanager = trainer.pipeline.datamanager
     size = getattr(datamanager, "_step_image_size", None)
     return size, int(getattr(datamanager, "_step_image_count", 1) or 1)
 
 
-def free_after_oom(trainer: Any) -> None:
+def free_after_oom(trainer: TrainerLike) -> None:
     """Drop what a failed step leaves behind (gradients, the rasterizer's info, the prefetched image)
     and return the cached blocks, so that the message (and a caller that catches it) has memory."""
     model = trainer.pipeline.model
@@ -49,7 +50,7 @@ def free_after_oom(trainer: Any) -> None:
         torch.cuda.empty_cache()
 
 
-def out_of_memory_error(trainer: Any, step: int, failure: str) -> DeviceOutOfMemoryError:
+def out_of_memory_error(trainer: TrainerLike, step: int, failure: str) -> DeviceOutOfMemoryError:
     """Free what can be freed and build the message (the caller raises it)."""
     free_after_oom(trainer)
     model = trainer.pipeline.model

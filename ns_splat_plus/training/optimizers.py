@@ -116,13 +116,16 @@ class CheckedOptimizers(Optimizers):
             self._raise_if_bad(f"step {step}, before its optimizer step", names, [math.isfinite(m) for m in maxima])
             return
         names = [f"gradient of '{n}'" for n, _ in grads]
-        new_layout = names != self._row_names or (names and self._rows.shape != (self.check_every, len(names)))
+        new_layout = names != self._row_names or (
+            names and self._rows is not None and self._rows.shape != (self.check_every, len(names))
+        )
         if new_layout:
             self.resolve_pending()  # another set of gradients: read the rows of the old one first
             self._row_names = names
             self._rows = torch.empty((self.check_every, len(names)), device=named[0][1].device) if names else None
         self._checked_groups = list(param_groups)
         if names:
+            assert self._rows is not None  # made above for these names
             torch.stack(upstream.max_abs_each([g for _, g in grads]), out=self._rows[len(self._row_steps)])
         self._row_steps.append(step)
         if len(self._row_steps) >= self.check_every:
@@ -201,7 +204,7 @@ def adam_step_all(optimizers: List[torch.optim.Adam]) -> None:
     checkpoints and gsplat's per-group edits of ``optimizer.state[p]`` are unchanged. The same
     operations, in the same order, per element as torch's foreach Adam: bitwise the same numbers.
     """
-    buckets: Dict[Tuple, Tuple[List[Tensor], ...]] = {}
+    buckets: Dict[Tuple, Tuple[List[Any], ...]] = {}  # params, grads, exp_avgs, exp_avg_sqs, steps: tensors; lrs
     for optimizer in optimizers:
         for group in optimizer.param_groups:
             params, grads, exp_avgs, exp_avg_sqs, steps = upstream.adam_init_group(optimizer, group)

@@ -21,7 +21,7 @@ from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocati
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from ns_splat_plus import evaluation
+from ns_splat_plus import evaluation, upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.training import resume
@@ -52,6 +52,10 @@ class SplatPlusPipeline(VanillaPipeline):
         self.world_size = world_size
         self.startup = StartupRecorder(self.datamanager)
         self.startup.mark("model_built")
+        self.loaded_step: Optional[int] = None  # the checkpoint's step, once load_pipeline ran (ns-eval, ns-viewer)
+        # nerfstudio's viewer sets this control up with itself; the viewer layer's handler then shows a finished
+        # run (ns-viewer) at its last step, from a training camera, without training controls (viewer/finished_run.py)
+        self.viewer_hook = upstream.ViewerHook()
         if hasattr(self.model, "set_cameras_per_step"):  # the model's strategy counts epochs in steps
             self.model.set_cameras_per_step(max(1, int(getattr(config.datamanager, "cameras_per_step", 1))))
 
@@ -109,7 +113,11 @@ class SplatPlusPipeline(VanillaPipeline):
         report.memory["train_peak_from"] = "checkpoint" if run_info.get("train_peak_memory_bytes") else None
         report.memory["eval_peak_during_training_bytes"] = run_info.get("eval_peak_memory_bytes_during_training")
         CONSOLE.print(f"Evaluated {evaluation.split_summary(report.split)}")
-        return report.ns_eval_results()
+        results = report.ns_eval_results()
+        if collectives.is_main_process():  # the result on the console, not only in the JSON
+            summary = evaluation.metrics_summary(results, results["num_images"], bool(report.split.get("held_out")))
+            CONSOLE.print(summary, soft_wrap=True, markup=False)
+        return results
 
     def load_pipeline(self, loaded_state: Dict[str, Any], step: int) -> None:
         """nerfstudio's, after checking the Gaussians fit this model (one clear error otherwise).
@@ -124,3 +132,4 @@ class SplatPlusPipeline(VanillaPipeline):
         state = {k: v for k, v in state.items() if not k.startswith("_model.lpips.")}
         state.update({k: v for k, v in own.items() if k.startswith("_model.lpips.")})
         super().load_pipeline(state, step)
+        self.loaded_step = step

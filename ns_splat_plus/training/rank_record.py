@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ns_splat_plus.parallel import collectives
+from ns_splat_plus.upstream import TrainerLike
 
 PARTS = (
     ("start_to_setup", "process_start", "dataset_parse_start"),
@@ -65,12 +66,12 @@ class StartupRecorder:
         self.marks.update(getattr(datamanager, "startup_times", {}))
         self.evaluations: List[int] = []
         self.memory_at_first_step: Optional[Dict[str, Optional[int]]] = None
-        self.trainer = None
+        self.trainer: Optional[TrainerLike] = None
 
     def mark(self, name: str) -> None:
         self.marks.setdefault(name, time.time())
 
-    def callbacks(self, trainer) -> list:
+    def callbacks(self, trainer: TrainerLike) -> list:
         from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
 
         self.trainer = trainer
@@ -82,6 +83,7 @@ class StartupRecorder:
     def _in_warmup(self) -> bool:
         # warmup runs the real step (and its callbacks) before step 0, then sets trainer.warmup_result
         trainer = self.trainer
+        assert trainer is not None, "callbacks() sets the trainer before any step"
         return int(getattr(trainer.config, "warmup_steps", 0)) > 0 and getattr(trainer, "warmup_result", None) is None
 
     def _before_step(self, step: int) -> None:
@@ -113,11 +115,13 @@ class StartupRecorder:
             marks.setdefault("decode_end", max(ends))
         parts = {}
         for name, start, end in PARTS:
-            if marks.get(start) is not None and marks.get(end) is not None:
-                parts[name] = marks[end] - marks[start]
+            started, ended = marks.get(start), marks.get(end)
+            if started is not None and ended is not None:
+                parts[name] = ended - started
         total = None
-        if marks.get("process_start") is not None and marks.get("first_step_end") is not None:
-            total = marks["first_step_end"] - marks["process_start"]
+        process_start, first_step_end = marks.get("process_start"), marks.get("first_step_end")
+        if process_start is not None and first_step_end is not None:
+            total = first_step_end - process_start
         return {
             "rank": collectives.get_rank(),
             "world_size": collectives.get_world_size(),

@@ -25,6 +25,7 @@ from ns_splat_plus.training.checkpoint import (
     restore_sampler_state,
     training_facts,
 )
+from ns_splat_plus.upstream import TrainerLike
 
 # --- checking a checkpoint against the model before touching anything ---------------------------------
 
@@ -128,7 +129,7 @@ def check_strategy_state(saved: Dict[str, Any], num_gaussians: int, path: Option
             )
 
 
-def check_training_facts(state: Dict[str, Any], trainer, path: Optional[Path]) -> None:
+def check_training_facts(state: Dict[str, Any], trainer: TrainerLike, path: Optional[Path]) -> None:
     """Refuse a resume whose ranks, scaling or strategy differ from the run that wrote the checkpoint:
     its learning rates, Adam betas and schedule were scaled for its number of ranks, and optimizer
     ``load_state_dict`` would silently bring them back. Warn when the dataset differs."""
@@ -170,7 +171,7 @@ def restore_strategy_state(model, saved: Dict[str, Any]) -> None:
         model.strategy_state[key] = value.to(device) if isinstance(value, torch.Tensor) else value
 
 
-def restore_train_peak(trainer, run_info: Dict[str, Any]) -> None:
+def restore_train_peak(trainer: TrainerLike, run_info: Dict[str, Any]) -> None:
     """The training peak memory the checkpoint's run measured, kept as this run's starting peak: a
     resumed run reports the peak of the whole training (ns-eval compares the eval peak with it)."""
     from ns_splat_plus.evaluation import memory_tracker
@@ -184,7 +185,7 @@ def restore_train_peak(trainer, run_info: Dict[str, Any]) -> None:
 # --- resuming ---------------------------------------------------------------------------------------
 
 
-def resume(trainer, path: Path) -> int:
+def resume(trainer: TrainerLike, path: Path) -> int:
     """Load ``path`` into ``trainer`` so that training continues exactly where it stopped.
 
     Returns the checkpoint's step. Everything is checked before anything is loaded: nothing of the

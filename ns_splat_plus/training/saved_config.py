@@ -102,3 +102,54 @@ def check_saved_config(config: Any, state: dict) -> None:
             f"write a value of type {_type_name(hint)} for {name.rsplit('.', 1)[-1]} in {path} (a number, not a word or "
             "a quoted number), or use the config.yml that ns-train wrote",
         )
+
+
+def method_on_command_line(argv) -> Optional[str]:
+    """The method ns-train was given (its first argument, ``ns-train splat-plus-lite ...``), if any."""
+    return argv[1] if len(argv) > 1 and not argv[1].startswith("-") else None
+
+
+def options_beside_load_config(argv) -> list:
+    """The command-line arguments that ``ns-train <method> --load-config FILE`` drops: nerfstudio's ns-train
+    replaces the whole parsed config with the file's, so every other option given is not used."""
+    rest = list(argv[2:] if method_on_command_line(argv) else argv[1:])
+    kept = []
+    skip_value = False
+    for arg in rest:
+        if skip_value:
+            skip_value = False
+        elif arg in ("--load-config", "--load_config"):
+            skip_value = True
+        elif not arg.startswith(("--load-config=", "--load_config=")):
+            kept.append(arg)
+    return kept
+
+
+def check_loaded_method(config: Any, argv) -> None:
+    """``ns-train A --load-config <a B run's config.yml>`` trained B silently: refused when A is not B."""
+    named = method_on_command_line(argv)
+    saved = getattr(config, "method_name", None)
+    if named is None or saved is None or named == saved:
+        return
+    path = _load_config_path()
+    raise UserInputError(
+        f"--load-config {path} is the config.yml of a {saved} run, but the command line names {named}: "
+        f"--load-config trains the saved method with the options saved in the file",
+        f"run `ns-train {saved} --load-config {path}` to train {saved} again, or start a {named} run "
+        "without --load-config",
+    )
+
+
+def describe_loaded_run(config: Any, argv, run_dir: Path) -> str:
+    """The line ``ns-train --load-config`` prints: the method and options the run uses, and what it drops."""
+    line = (
+        f"--load-config: a new run of {config.method_name} with the options saved in {_load_config_path()}, "
+        f"in {run_dir}"
+    )
+    ignored = options_beside_load_config(argv)
+    if ignored:
+        line += (
+            f"; not used (a --load-config run takes every option from the file; edit a copy of it to change "
+            f"them): {' '.join(ignored)}"
+        )
+    return line

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ns_splat_plus import upstream
+from ns_splat_plus.upstream import TrainerLike
 
 # --- snapshot ---------------------------------------------------------------------------------------
 
@@ -75,7 +76,7 @@ def _sampling_restore(datamanager: Any, saved: Dict[str, Any]) -> None:
         datamanager.load_sampling_state_dict(copy.deepcopy(saved["__explicit__"]))
         return
     for name, (kind, value) in saved.items():
-        current = getattr(datamanager, name, None)
+        current: Any = getattr(datamanager, name, None)  # a generator or state holder, by kind
         if kind == "random":
             current.setstate(value)
         elif kind == "np_generator":
@@ -93,7 +94,7 @@ def _sampling_restore(datamanager: Any, saved: Dict[str, Any]) -> None:
 class TrainingSnapshot:
     """Everything a training step can change, captured so that :meth:`restore` undoes the steps bitwise."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: TrainerLike) -> None:
         pipeline = trainer.pipeline
         model = pipeline.model
         self.device = torch.device(trainer.device) if not isinstance(trainer.device, torch.device) else trainer.device
@@ -132,7 +133,7 @@ class TrainingSnapshot:
         self.strategy_state = None
         if isinstance(getattr(model, "strategy_state", None), dict):
             self.strategy_state = {k: _clone(v) for k, v in model.strategy_state.items()}
-        strategy = getattr(model, "strategy", None)
+        strategy: Any = getattr(model, "strategy", None)
         self.strategy_instrumentation = (
             strategy.instrumentation_state() if hasattr(strategy, "instrumentation_state") else None
         )
@@ -153,7 +154,7 @@ class TrainingSnapshot:
         self.num_writer_events = upstream.writer_event_count()
         self.training_mode = pipeline.training
 
-    def restore(self, trainer: Any) -> None:
+    def restore(self, trainer: TrainerLike) -> None:
         pipeline = trainer.pipeline
         model = pipeline.model
         for module, params, buffers in self.module_slots:

@@ -8,6 +8,7 @@ from typing import Optional
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import upstream
+from ns_splat_plus.upstream import TrainerLike
 
 STARTUP_SCALAR = "Start-up time to first step (s)"
 
@@ -22,7 +23,7 @@ def process_age_seconds() -> Optional[float]:
         return None
 
 
-def report_startup(trainer) -> float:
+def report_startup(trainer: TrainerLike) -> float:
     """Print and write (at the start step) the seconds from process start to the first step."""
     from nerfstudio.utils import writer
 

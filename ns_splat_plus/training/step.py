@@ -18,8 +18,11 @@ from typing import Any, Dict, Tuple
 import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
+from ns_splat_plus.parallel.config import data_parallel_of
+from ns_splat_plus.upstream import TrainerLike
 
-def run_training_step(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
+
+def run_training_step(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
     """One training step at ``step``; returns nerfstudio's ``(loss, loss_dict, metrics_dict)``."""
     from ns_splat_plus.training import oom
 
@@ -32,7 +35,7 @@ def run_training_step(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, 
     raise oom.out_of_memory_error(trainer, step, failure)
 
 
-def _training_step(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
+def _training_step(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
     trainer.step = step
     trainer.pipeline.train()
     for callback in trainer.callbacks:
@@ -43,7 +46,7 @@ def _training_step(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any
     return loss, loss_dict, metrics_dict
 
 
-def optimize(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
+def optimize(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
     """nerfstudio 1.1.5's ``Trainer.train_iteration`` (zero gradients, forward, loss, backward, the
     optimizer update, the schedulers), plus one check: a loss that reaches no parameter (no Gaussian
     in view: a NaN camera pose, or Gaussians diverged to NaN / far away) stops with a message
@@ -73,7 +76,7 @@ def optimize(trainer: Any, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dic
         if step % trainer.gradient_accumulation_steps[g] == trainer.gradient_accumulation_steps[g] - 1
     ]
     averaging = None
-    if trainer.config.data_parallel.overlap_gradient_averaging:
+    if data_parallel_of(trainer.config).overlap_gradient_averaging:
         # the optimizers' own param groups (densification replaces the Parameters there), in the order
         # CheckedOptimizers averages them in: its average_gradients finishes this averaging
         groups = trainer.optimizers.optimizers

@@ -26,12 +26,13 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
 from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.parallel import collectives
+from ns_splat_plus.upstream import TrainerLike
 
 STOP_CHECK_EVERY = 25
 """On several ranks, a stop or pause is agreed on every this many steps (one small all-reduce)."""
@@ -79,13 +80,15 @@ class StopRequest:
         # said at once: an evaluation of all images can hold the step boundary for minutes; on several
         # ranks by rank 0 only (torchrun and srun signal every rank)
         if collectives.is_main_process():
+            # only a second Ctrl-C exits at once (a scheduler's repeated SIGTERM must not lose the checkpoint)
+            again = "; press Ctrl-C again to exit at once without saving" if signum == signal.SIGINT else ""
             sys.stderr.write(
                 f"\nsplat-plus: {name} received: training stops after the current step (or evaluation) "
-                "and saves a checkpoint; press Ctrl-C again to exit at once without saving\n"
+                f"and saves a checkpoint{again}\n"
             )
             sys.stderr.flush()
 
-    def agreed(self, trainer: Any, step: int, device: torch.device) -> Optional[str]:
+    def agreed(self, trainer: TrainerLike, step: int, device: torch.device) -> Optional[str]:
         """Why every rank stops after ``step``, the same on every rank: the signal's name, or
         :data:`STOP_TRAINING`; None: go on. While rank 0 is paused, every rank waits here.
 
@@ -98,12 +101,12 @@ class StopRequest:
             return None
         return self._agree(trainer, device)
 
-    def hold_while_paused(self, trainer: Any, device: torch.device) -> None:
+    def hold_while_paused(self, trainer: TrainerLike, device: torch.device) -> None:
         """Before the first step (``--start-paused``, a Pause during warmup): every rank waits while rank 0
         is paused. A stop or signal asked meanwhile is acted on after the first step (:meth:`agreed`)."""
         self._agree(trainer, device)
 
-    def _agree(self, trainer: Any, device: torch.device) -> Optional[str]:
+    def _agree(self, trainer: TrainerLike, device: torch.device) -> Optional[str]:
         while True:
             signalled, stopped, paused = self._flags(trainer, device)
             if signalled:
@@ -114,7 +117,7 @@ class StopRequest:
                 return None
             time.sleep(PAUSE_POLL_S)
 
-    def _flags(self, trainer: Any, device: torch.device) -> tuple:
+    def _flags(self, trainer: TrainerLike, device: torch.device) -> tuple:
         """(a signal on any rank, rank 0's stop_training, rank 0 paused): one all-reduce on several ranks."""
         main = collectives.is_main_process()
         flags = (

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Type
+from typing import TYPE_CHECKING, List, Optional, Type, cast
 
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.decorators import check_eval_enabled
 from nerfstudio.utils.misc import step_check
@@ -22,16 +24,18 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import evaluation, strategy, upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
-from ns_splat_plus.parallel import DataParallelConfig, RankMonitor, SplatPlusMachineConfig, collectives
+from ns_splat_plus.parallel import DataParallelConfig, RankMonitor, SplatPlusMachineConfig, collectives, roll_call
 from ns_splat_plus.parallel.launch import prepare_launch, setup_process
 from ns_splat_plus.training import (
     checkpoint,
     console,
+    dataset_checks,
     inputs,
     outputs,
     resume,
     run_dir,
     saved_config,
+    short_run,
     startup,
     uncaught,
     warmup,
@@ -40,6 +44,9 @@ from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.loop import train_loop
 from ns_splat_plus.training.optimizers import CheckedOptimizers
 from ns_splat_plus.training.step import optimize
+
+if TYPE_CHECKING:
+    from ns_splat_plus.model import SplatPlusModelConfig
 
 _TRAINING_PROCESS = False
 """True in a training process (set_timestamp or a trainer ran): a process-level flag, not a config
@@ -76,6 +83,7 @@ class SplatPlusTrainerConfig(TrainerConfig):
     def set_timestamp(self) -> None:
         global _TRAINING_PROCESS
         _TRAINING_PROCESS = True  # only ns-train calls this; get_checkpoint_dir checks checkpoints elsewhere
+        uncaught.install()  # a splat-plus run (method.py installs it where the command line names one)
         # ns-train's main() calls this first, before it prints/saves the config and launches: the
         # place to check versions and options, resolve devices, join torchrun/srun's process group,
         # build gsplat once and scale the schedule, before any rank starts. Every rank then uses
@@ -83,10 +91,15 @@ class SplatPlusTrainerConfig(TrainerConfig):
         with exit_on_user_error():
             upstream.check_versions()
             inputs.check_options(self)
-        model = self.pipeline.model
+        # images/ + sparse/0/ at the top of --data (COLMAP's, 3DGS's layout): before config.yml is written
+        layout = inputs.use_top_level_colmap_model(self)
+        model = cast("SplatPlusModelConfig", self.pipeline.model)  # nerfstudio types it ModelConfig
         if getattr(model, "init_seed", 0) is None:
             model.init_seed = self.machine.seed  # the same on every rank, unlike nerfstudio's seed + rank
         loaded = run_dir.loaded_from_config_file(sys.argv)
+        if loaded:  # nerfstudio replaced the parsed config with the file's: its method, whatever was asked
+            with exit_on_user_error():
+                saved_config.check_loaded_method(self, sys.argv)
         recipe = strategy.apply_mcmc_recipe(  # before prepare_launch scales stop_split_at
             model,
             strategy.MCMC_RECIPE
@@ -110,8 +123,11 @@ class SplatPlusTrainerConfig(TrainerConfig):
                     f"--pipeline.model.strategy mcmc: the MCMC recipe's {', '.join(recipe)} (as splat-plus-mcmc)"
                 )
             if loaded:
-                CONSOLE.print(f"--load-config: a new run with the saved options, in {self.get_base_dir()}")
-        self.timestamp = collectives.broadcast_object(self.timestamp)
+                CONSOLE.print(saved_config.describe_loaded_run(self, sys.argv, self.get_base_dir()))
+            if layout:
+                CONSOLE.print(layout, soft_wrap=True, markup=False)
+        with roll_call.quiet_when_another_rank_ends("during start-up"):  # rank 0 may have stopped on a user error
+            self.timestamp = collectives.broadcast_object(self.timestamp)
 
     def fused_adam_on(self, device: str) -> bool:
         """--fused-adam, None meaning: on with CUDA (bitwise torch's foreach Adam, its CUDA default).
@@ -176,6 +192,11 @@ def check_before_loading(config: SplatPlusTrainerConfig) -> None:
 
 class SplatPlusTrainer(Trainer):
     config: SplatPlusTrainerConfig
+    optimizers: CheckedOptimizers
+    # set by other layers (the upstream.TrainerLike Protocol names them): the viewer config's
+    # attach_to_trainer, and warmup once it ran (unset before)
+    quit_on_train_completion: bool
+    warmup_result: Optional[warmup.WarmupResult]
 
     def __init__(self, config: SplatPlusTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
         # torchrun / srun: nerfstudio's launch passes (0, 1); the real rank, world size and GPU come
@@ -184,12 +205,18 @@ class SplatPlusTrainer(Trainer):
         _TRAINING_PROCESS = True  # also in spawned ranks, which never call set_timestamp
         with uncaught.interrupted_before_training(config.get_base_dir(), "while starting"):
             process = setup_process(config, local_rank, world_size)
-            super().__init__(config, local_rank=process.local_rank, world_size=process.world_size)
+            with console.upstream_warnings_silenced():  # nerfstudio's GradScaler(...) FutureWarning
+                super().__init__(config, local_rank=process.local_rank, world_size=process.world_size)
         self.rank = process.rank
         self.device = process.device  # cuda:<GPU of this rank>, which is 0 when srun binds one GPU per task
         self.written_checkpoints: List[Path] = []
 
     def setup(self, test_mode="val") -> None:
+        # another rank that stops on a user error (printed by it) ends this one quietly, not in gloo's traceback
+        with roll_call.quiet_when_another_rank_ends("during set-up"):
+            self._setup(test_mode)
+
+    def _setup(self, test_mode) -> None:
         evaluation.memory.start_run(self.device)  # this run's peaks, not an earlier run's in this process
         with exit_on_user_error(self.rank), inputs.dataparser_errors():
             try:
@@ -199,6 +226,9 @@ class SplatPlusTrainer(Trainer):
                 # decode (cache) the photos now, so that a damaged one stops here with one message
                 # rather than in the middle of warmup or training
                 datamanager = self.pipeline.datamanager
+                # what any dataparser produced: focal lengths, duplicates, missing photos, sizes (dataset_checks.py)
+                dataset_checks.check_parsed_datasets(self.config, [datamanager.train_dataset, datamanager.eval_dataset])
+                assert datamanager.train_dataset is not None  # a training datamanager has one
                 inputs.check_cameras_per_step_fits(self.config, len(datamanager.train_dataset), self.world_size)
                 datamanager.cached_train  # noqa: B018
                 if datamanager.eval_dataset is not None and len(datamanager.eval_dataset) > 0:
@@ -216,14 +246,33 @@ class SplatPlusTrainer(Trainer):
         self.callbacks.extend(self.rank_monitor.callbacks())
         # the viewer is a layer above training: its config (SplatPlusViewerConfig, set by method.py) builds
         # the panel and sets self.quit_on_train_completion
-        self.health_panel = self.config.viewer.attach_to_trainer(self)
+        self.health_panel = self.config.viewer.attach_to_trainer(self)  # type: ignore[attr-defined]  # see above
         if self.viewer_state is not None:
             upstream.correct_viewer_port(self.viewer_state)  # a taken port: viser moved on, the banner did not
             if plain_progress:
                 console.print_viewer_address(self.viewer_state.viewer_info)
         strategy.attach_to_trainer(self)  # densification.jsonl in the run directory, panel callbacks
-        if self.config.pipeline.model.instrumentation and self.grad_scaler.is_enabled() and self.rank == 0:
+        instrumentation = cast("SplatPlusModelConfig", self.config.pipeline.model).instrumentation
+        if instrumentation and self.grad_scaler.is_enabled() and self.rank == 0:
             CONSOLE.print(GRAD_SCALER_NOTE)
+        if self.rank == 0:  # a run shorter than its schedule: no refine, or never full resolution (one line each)
+            for note in short_run.notes_for_trainer(self):
+                CONSOLE.print(note, soft_wrap=True, markup=False)
+        # after nerfstudio's "Training Finished" box and before a viewer that stays open: the result in one line
+        self.callbacks.append(TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN], self._print_summary))
+
+    def _print_summary(self, step: int) -> None:
+        if self.rank != 0:
+            return
+        started, start_step = getattr(self, "_loop_started", (time.perf_counter(), step))
+        summary = console.training_summary(
+            steps=step - start_step + 1,
+            seconds=time.perf_counter() - started,
+            since_start=startup.process_age_seconds(),
+            gaussians=int(self.pipeline.model.num_points),
+            base_dir=self.base_dir,
+        )
+        CONSOLE.print(summary, soft_wrap=True, markup=False)
 
     def _update_viewer_state(self, step: int) -> None:
         super()._update_viewer_state(step)
@@ -252,7 +301,7 @@ class SplatPlusTrainer(Trainer):
         return CheckedOptimizers(
             self.config.optimizers.copy(),
             self.pipeline.get_param_groups(),
-            check_finite=self.config.pipeline.model.instrumentation,
+            check_finite=cast("SplatPlusModelConfig", self.config.pipeline.model).instrumentation,
             step_source=lambda: self.step,
             fused_adam=self.config.fused_adam_on(self.device),
         )
@@ -271,7 +320,10 @@ class SplatPlusTrainer(Trainer):
             self.pipeline.get_average_eval_image_metrics(step=step)
 
     def train(self) -> None:
-        with uncaught.interrupted_before_training(self.base_dir, "during warmup", self.rank):  # no loop handler yet
+        with (
+            uncaught.interrupted_before_training(self.base_dir, "during warmup", self.rank),
+            roll_call.quiet_when_another_rank_ends("during warmup"),
+        ):  # no loop handler yet
             startup.report_startup(self)  # process start to here: parsing, images, model, writers
             if collectives.is_main_process():  # a disk without room for one checkpoint: before any step
                 with exit_on_user_error():
@@ -288,6 +340,7 @@ class SplatPlusTrainer(Trainer):
                         f"{err.message}, found by warmup before the first training step (nothing to save)",
                         "restore the photo, or remove it from the dataset",
                     ) from None
+        self._loop_started = (time.perf_counter(), upstream.start_step(self))  # the summary's wall time and steps
         train_loop(self)
         self.optimizers.resolve_pending()  # the last steps' finiteness checks (read in batches on the GPU)
 

@@ -4,7 +4,9 @@ ns-train, ns-eval, ns-export and ns-viewer are nerfstudio's scripts: they read `
 with ``yaml.load``, write ``config.yml``, the metrics JSON or the exported files with plain
 ``open``/``mkdir``, and let ``KeyboardInterrupt`` out of imports and set-up. Each of these ended in a
 Python traceback. They import our method entry points (``ns_splat_plus.method``) before they parse
-the command line, so :func:`install` (called there) puts :func:`handle` in ``sys.excepthook``:
+the command line; :func:`install` puts :func:`handle` in ``sys.excepthook`` there only where the command
+line runs splat-plus (``upstream.splat_plus_command``: ``ns-train nerfacto`` imports that module too, and keeps
+Python's own hook), and again where a splat-plus run is set up (the trainer config's ``set_timestamp``):
 
 * a full disk (ENOSPC) anywhere: "disk full", naming the file;
 * a file that cannot be written (read-only file system, permission denied): naming the path, and the
@@ -28,12 +30,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Tuple
 
 from ns_splat_plus.errors import SplatPlusError, exit_on_user_error
+from ns_splat_plus.upstream.command_line import option_value
 
 INTERRUPTED_STATUS = 130
 """What a shell reports for a process ended by SIGINT."""
@@ -46,28 +51,62 @@ class StartupInterrupted(SplatPlusError):
     exit_status = INTERRUPTED_STATUS
 
     @classmethod
-    def before_training(cls, run_dir: Path, when: str) -> "StartupInterrupted":
-        """The error for a stop ``when`` ("during set-up"...), after removing ``run_dir`` if no step wrote in it."""
+    def before_training(cls, run_dir: Path, when: str, by: str = "Ctrl-C (SIGINT)") -> "StartupInterrupted":
+        """The error for a stop ``when`` ("during set-up"...) by ``by`` (the signal), after removing ``run_dir``
+        if no step wrote in it."""
         from ns_splat_plus.parallel import collectives
         from ns_splat_plus.training import run_dir as run_dirs
 
         if collectives.is_main_process():  # the ranks share rank 0's run directory
             run_dirs.discard_if_unused(run_dir, also=run_dirs.SETUP_FILES)
         kept = f"; {run_dir} is kept (it holds other files)" if Path(run_dir).exists() else ""
-        return cls(
-            f"ns-train: stopped by Ctrl-C (SIGINT) {when}, before the first training step: nothing to save{kept}"
-        )
+        return cls(f"ns-train: stopped by {by} {when}, before the first training step: nothing to save{kept}")
+
+
+TERMINATED_STATUS = 128 + signal.SIGTERM
+"""What a shell reports for a process ended by SIGTERM."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM inside :func:`interrupted_before_training` (Python's default action ends the process silently)."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise _Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM within the block raises :class:`_Terminated` (main thread only; an inherited ignore is kept)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) in (
+        signal.SIG_IGN,
+        None,
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
 def interrupted_before_training(run_dir: Path, when: str, rank: int = 0) -> Iterator[None]:
-    """Ctrl-C within the block (the trainer's construction, set-up, warmup): one line (rank 0), exit
-    status 130, the run directory removed if no step wrote into it (:class:`StartupInterrupted`)."""
+    """Ctrl-C or SIGTERM within the block (the trainer's construction, warmup): one line (rank 0), exit
+    status 130 (SIGINT) or 143 (SIGTERM), the run directory removed if no step wrote into it
+    (:class:`StartupInterrupted`): nothing trained yet, so there is nothing to save."""
     try:
-        yield
+        with _sigterm_raises():
+            yield
     except KeyboardInterrupt:
         with exit_on_user_error(rank):
             raise StartupInterrupted.before_training(run_dir, when) from None
+    except _Terminated:
+        with exit_on_user_error(rank):
+            err = StartupInterrupted.before_training(run_dir, when, by="SIGTERM")
+            err.exit_status = TERMINATED_STATUS
+            raise err from None
 
 
 _NERFSTUDIO_ENTRY_DIRS = ("nerfstudio/scripts/", "nerfstudio/utils/eval_utils.py")
@@ -78,17 +117,6 @@ _cleanups: List[Callable[[], None]] = []
 def add_cleanup(cleanup: Callable[[], None]) -> None:
     """Run ``cleanup`` (e.g. remove an unused run directory) before the hook's message ends the process."""
     _cleanups.append(cleanup)
-
-
-def option_value(argv: List[str], option: str) -> Optional[str]:
-    """The value of ``option`` (``--load-config``; also written ``--load_config``) on the command line, if any."""
-    for i, arg in enumerate(argv):
-        for name in (option, option.replace("-", "_").replace("__", "--", 1)):
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
 
 
 def load_config_argument(argv: List[str]) -> Optional[str]:

@@ -34,6 +34,7 @@ from ns_splat_plus.parallel import collectives
 from ns_splat_plus.strategy import recording_paused
 from ns_splat_plus.training.snapshot import TrainingSnapshot
 from ns_splat_plus.training.step import run_training_step
+from ns_splat_plus.upstream import TrainerLike
 
 
 @dataclass
@@ -66,7 +67,7 @@ def _means2d_grad_max(model: Any) -> Optional[float]:
     return float(grad.detach().abs().max())
 
 
-def _check_step(trainer: Any, step: int, loss: Any, device: torch.device) -> None:
+def _check_step(trainer: TrainerLike, step: int, loss: Any, device: torch.device) -> None:
     loss_value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
     bad = [
         name
@@ -99,7 +100,7 @@ def _zero_gradient_error(steps: int) -> TrainingHealthError:
     return TrainingHealthError.shown(message, collectives.get_rank())
 
 
-def run_warmup(trainer: Any, steps: Optional[int] = None) -> Optional[WarmupResult]:
+def run_warmup(trainer: TrainerLike, steps: Optional[int] = None) -> Optional[WarmupResult]:
     """Run ``steps`` (default ``trainer.config.warmup_steps``) real training steps, check their
     gradients, and restore the exact training state. Returns the result (also ``trainer.warmup_result``)."""
     steps = int(getattr(trainer.config, "warmup_steps", 0) if steps is None else steps)

@@ -17,6 +17,7 @@ Touch points, by library and the versions they were written for: what is touched
 here that touches it, [the fallback, where one exists; probed at start-up where marked "probed"].
 The package is split by library (``nerfstudio_private``, ``gsplat_private``, ``torch_private``,
 ``lpips``, ``versions``); everything is reached as ``upstream.<name>``.
+:class:`TrainerLike` (:mod:`.trainer`) is the type of nerfstudio's ``Trainer`` as the layers use it (a Protocol).
 
 nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
   ``FullImageDatamanager._load_images``            :func:`load_images` (the tests' reference decoding)
@@ -37,6 +38,8 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
   ``writer.GLOBAL_BUFFER``                         :func:`note_running_time` (averages without a scalar)
   ``writer.EVENT_STORAGE``                         :func:`writer_event_count`, :func:`drop_writer_events` (warmup)
   ``ExportGaussianSplat.write_ply``                :func:`announce_gaussian_splat_export` (ns-export says what it wrote)
+  ``ViewerControl._setup`` (``Viewer.__init__``)   :class:`ViewerHook`, :func:`on_viewer_built` (:mod:`.viewer_hook`;
+                                                   the page of ns-viewer)
 gsplat 1.4.0 (:mod:`.gsplat_private`)
   ``cuda._backend._C``                             :func:`gsplat_extension` (the JIT-built extension)
   ``cuda._wrapper`` projection / tiles             :func:`gsplat_kernels` (strip rendering)
@@ -54,7 +57,8 @@ torch 2.6-2.15: 2.11 on the GPU machine, 2.14 on the CPU one (:mod:`.torch_priva
   ``GradScaler.__dict__``                          :func:`grad_scaler_state`, :func:`load_grad_scaler_state`
   ``torch.load(weights_only=True)``                :func:`weights_only_safe` (nerfstudio #3683)
   ``distributed_c10d._get_default_store``         :func:`default_store` (the roll call after a failed collective)
-  ``torch.utils.cpp_extension``'s logger           a filter dropping its "No CUDA runtime is found" line (CPU runs)
+  ``torch.utils.cpp_extension``'s logger           a filter dropping its "No CUDA runtime is found" line (CPU runs;
+                                                   splat-plus commands only)
   ``torch._dynamo.reset``, ``utils.counters``      :func:`reset_dynamo`, :func:`dynamo_frames_compiled` (tests: renders
                                                    compile nothing)
 Triton 3.2-3.9: 3.6 with torch 2.11, 3.8 with torch 2.14 (:mod:`.gsplat_private`)
@@ -72,12 +76,14 @@ from typing import Dict, Optional
 
 from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.upstream import versions
+from ns_splat_plus.upstream.command_line import splat_plus_command as splat_plus_command
 from ns_splat_plus.upstream.gsplat_private import *  # noqa: F401,F403
 from ns_splat_plus.upstream.gsplat_private import direct_triton_launch_available
 from ns_splat_plus.upstream.lpips import *  # noqa: F401,F403
 from ns_splat_plus.upstream.nerfstudio_private import *  # noqa: F401,F403
 from ns_splat_plus.upstream.torch_private import *  # noqa: F401,F403
 from ns_splat_plus.upstream.torch_private import fused_adam_available
+from ns_splat_plus.upstream.trainer import TrainerLike as TrainerLike  # the type of the trainer, for every layer
 from ns_splat_plus.upstream.versions import (
     SUPPORTED_VERSIONS,
     VERSION_BOUNDS,
@@ -85,6 +91,7 @@ from ns_splat_plus.upstream.versions import (
     release,
     warn_once,
 )
+from ns_splat_plus.upstream.viewer_hook import ViewerHook, on_viewer_built  # noqa: F401
 
 SKIP_VERSION_CHECK_ENV = "NS_SPLAT_PLUS_SKIP_VERSION_CHECK"
 

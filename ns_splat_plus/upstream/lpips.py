@@ -62,28 +62,43 @@ def _download_alexnet(path: Path) -> Optional[str]:
         return _DOWNLOAD_FAILED
 
 
-def build_lpips() -> Optional[torch.nn.Module]:
+_UNAVAILABLE: Optional[str] = None
+"""Why the last :func:`build_lpips` returned None (the warning :func:`warn_lpips_unavailable` prints)."""
+
+
+def build_lpips(warn: bool = True) -> Optional[torch.nn.Module]:
     """torchmetrics' LPIPS (AlexNet), as splatfacto builds it, or None with one warning.
 
     Uses the weights in ``$TORCH_HOME/hub/checkpoints`` when present; otherwise downloads them as
     splatfacto does (torchvision's URL), with a short timeout and once per process. Offline,
     LPIPS is None (reported as null, never 0): copy ``alexnet-owt-7be5be79.pth`` into
     ``$TORCH_HOME/hub/checkpoints`` (by default ``~/.cache/torch/hub/checkpoints``) to enable it.
+    ``warn=False``: the warning waits for :func:`warn_lpips_unavailable` (the model calls it where an
+    evaluation would have computed LPIPS: not in ns-viewer or ns-export, and on rank 0 only).
     """
-    global _LPIPS_WARNED
+    global _UNAVAILABLE
     path = alexnet_weights_path()
     if not path.is_file():
         failure = _download_alexnet(path)
         if failure is not None:
-            if not _LPIPS_WARNED:
-                CONSOLE.print(
-                    f"[yellow]LPIPS unavailable: AlexNet weights not found at {path} and not downloaded "
-                    f"({failure}). LPIPS is reported as null; copy the file there (or set TORCH_HOME) "
-                    "to enable it.[/yellow]",
-                    soft_wrap=True,  # one line in logs, however long the path
-                )
-                _LPIPS_WARNED = True
+            _UNAVAILABLE = (
+                f"LPIPS unavailable: AlexNet weights not found at {path} and not downloaded "
+                f"({failure}). LPIPS is reported as null; copy the file there (or set TORCH_HOME) to enable it."
+            )
+            if warn:
+                warn_lpips_unavailable()
             return None
     from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
 
     return LearnedPerceptualImagePatchSimilarity(normalize=True)
+
+
+def warn_lpips_unavailable() -> None:
+    """The one warning (once per process) that LPIPS could not be built, if it could not."""
+    global _LPIPS_WARNED
+    if _UNAVAILABLE is None or _LPIPS_WARNED:
+        return
+    from rich.markup import escape
+
+    CONSOLE.print(f"[yellow]{escape(_UNAVAILABLE)}[/yellow]", soft_wrap=True)  # one line in logs, however long
+    _LPIPS_WARNED = True

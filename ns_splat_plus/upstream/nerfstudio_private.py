@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Literal, Optional, Tuple
 
 import torch
 
 
-def load_images(datamanager, split: str, cache_images_device: str):
+def load_images(datamanager, split: Literal["train", "eval"], cache_images_device: Literal["cpu", "gpu"]):
     """``FullImageDatamanager._load_images`` (nerfstudio 1.1.5): decoded, undistorted images of a split."""
     from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager
 
@@ -138,9 +138,18 @@ def update_viewer_state(trainer, step: int) -> None:
     trainer._update_viewer_state(step)
 
 
-def after_train(trainer) -> None:
-    """``Trainer._after_train()`` (nerfstudio 1.1.5): the last checkpoint, writers out, the viewer's end."""
-    trainer._after_train()
+def after_train(trainer, quiet: bool = False) -> None:
+    """``Trainer._after_train()`` (nerfstudio 1.1.5): the last checkpoint, writers out, the viewer's end.
+    ``quiet``: nerfstudio's console prints nothing meanwhile (its "Training Finished" box, once per run:
+    ranks other than 0 pass True)."""
+    from nerfstudio.utils.rich_utils import CONSOLE
+
+    previous = CONSOLE.quiet
+    CONSOLE.quiet = previous or quiet
+    try:
+        trainer._after_train()
+    finally:
+        CONSOLE.quiet = previous
 
 
 def downscale_factor(model) -> int:
@@ -202,7 +211,7 @@ def announce_gaussian_splat_export() -> bool:
 
         CONSOLE.print(f"Exported {int(count)} Gaussians to {filename}", soft_wrap=True)
 
-    write_ply._splat_plus_announces = True
+    write_ply.__dict__["_splat_plus_announces"] = True  # a function attribute (what getattr reads above)
     exporter.ExportGaussianSplat.write_ply = staticmethod(write_ply)
     return True
 
@@ -218,8 +227,9 @@ def script_output_paths() -> list:
     Empty outside those scripts (or if a later nerfstudio renames them: nothing is checked early)."""
     import sys
     from pathlib import Path
+    from types import FrameType
 
-    frame = sys._getframe(1)
+    frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None:
         script = frame.f_locals.get("self") if frame.f_code.co_name == "main" else None
         if script is not None and type(script).__module__.startswith("nerfstudio.scripts."):

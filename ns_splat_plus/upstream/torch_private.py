@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from ns_splat_plus.upstream.command_line import splat_plus_command
 from ns_splat_plus.upstream.versions import probe
 
 ADAM_INIT_GROUP_ARGS = (
@@ -34,14 +35,18 @@ def adam_init_group(optimizer: torch.optim.Adam, group: dict) -> Tuple[list, lis
     """``Adam._init_group`` (torch 2.6-2.15): (params, grads, exp_avgs, exp_avg_sqs, steps) of the
     parameters of ``group`` that have a gradient, their state created as ``Adam.step`` would.
     Only where :func:`fused_adam_available` (the trainer checks it at start-up)."""
-    params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
+    params: List[torch.Tensor] = []
+    grads: List[torch.Tensor] = []
+    exp_avgs: List[torch.Tensor] = []
+    exp_avg_sqs: List[torch.Tensor] = []
+    steps: List[torch.Tensor] = []
     optimizer._init_group(group, params, grads, exp_avgs, exp_avg_sqs, [], steps)
     return params, grads, exp_avgs, exp_avg_sqs, steps
 
 
 def mark_stepped(optimizer: torch.optim.Optimizer) -> None:
     """What ``Optimizer.step``'s wrapper records (``_opt_called``): LR schedulers warn without it."""
-    optimizer._opt_called = True
+    optimizer._opt_called = True  # type: ignore[attr-defined]  # private: torch's stubs do not declare it
 
 
 def _fused_adam_problem() -> Optional[str]:
@@ -151,7 +156,8 @@ class _NoCudaRuntimeNote(logging.Filter):
         return not str(record.msg).startswith("No CUDA runtime is found")
 
 
-logging.getLogger("torch.utils.cpp_extension").addFilter(_NoCudaRuntimeNote())
+if splat_plus_command():  # a process-wide logger: nerfstudio imports splat-plus in other methods' commands too
+    logging.getLogger("torch.utils.cpp_extension").addFilter(_NoCudaRuntimeNote())
 
 
 def dynamo_frames_compiled() -> int:

@@ -5,10 +5,12 @@ nerfstudio's page, builds the panel and applies the exit rule for a set-up train
 :class:`TrainingHealthPanel`, :func:`resolve_quit_on_train_completion`.
 Modules: ``config.py`` (the options, the exit rule, the attaching), ``panel.py`` (the panel and its
 formatting), ``page.py`` (nerfstudio's page: the theme without the remote logo, the first view, the
-Step line, the buttons at the end of training).
+Step line, the buttons at the end of training), ``finished_run.py`` (the same page for ``ns-viewer`` of a
+finished run: :func:`show_finished_run`).
 """
 
 from ns_splat_plus.viewer.config import SplatPlusViewerConfig, resolve_quit_on_train_completion
+from ns_splat_plus.viewer.finished_run import show_finished_run
 from ns_splat_plus.viewer.panel import (
     PANEL_TITLE,
     TrainingHealthPanel,
@@ -31,4 +33,5 @@ __all__ = [
     "format_value",
     "format_warmup",
     "resolve_quit_on_train_completion",
+    "show_finished_run",
 ]

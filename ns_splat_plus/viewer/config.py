@@ -22,6 +22,7 @@ from typing import Any, Mapping, Optional, TextIO, Tuple
 from nerfstudio.configs.base_config import ViewerConfig
 
 from ns_splat_plus import upstream
+from ns_splat_plus.upstream import TrainerLike
 from ns_splat_plus.viewer.page import adjust_viewer_page, follow_panel
 from ns_splat_plus.viewer.panel import TrainingHealthPanel, describe_devices
 
@@ -30,14 +31,14 @@ from ns_splat_plus.viewer.panel import TrainingHealthPanel, describe_devices
 class SplatPlusViewerConfig(ViewerConfig):
     """nerfstudio's viewer options; splat-plus changes the exit rule and adds the health panel."""
 
-    quit_on_train_completion: Optional[bool] = None
+    quit_on_train_completion: Optional[bool] = None  # type: ignore[assignment]  # None (auto) added to the bool
     """Exit when training ends. None (auto): batch jobs exit (no TTY on stdin and stdout, SLURM_JOB_ID or CI set), runs started from a terminal keep the viewer open."""
     health_panel: bool = True
     """Show the "Training health" panel (Gaussian count, refine events, gradients, warmup, ranks)."""
     health_panel_interval_s: float = 0.5
     """Send the panel to connected browsers at most this often (seconds)."""
 
-    def attach_to_trainer(self, trainer: Any) -> TrainingHealthPanel:
+    def attach_to_trainer(self, trainer: TrainerLike) -> TrainingHealthPanel:
         """Change nerfstudio's page, resolve the exit rule and build the panel for a set-up trainer
         (every rank; only rank 0 has a viewer). Called by the trainer on its ``config.viewer``.
 

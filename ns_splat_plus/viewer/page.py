@@ -13,7 +13,8 @@ both called by ``SplatPlusViewerConfig.attach_to_trainer`` once the trainer is s
   so the line stood still (step 104 while the panel said 296). It follows every panel push (throttled
   as the panel is).
 * The end of training: the Pause / Resume buttons are hidden and disabled, and a disabled
-  "Training completed" button takes their place.
+  "Training completed" button takes their place (:func:`show_training_completed`; also the page of a
+  finished run that ns-viewer shows, ``finished_run.py``).
 
 A browser that connects while the trainer is being set up (nerfstudio's ``ViewerState`` starts viser
 before it is built; its walk over the pipeline's attributes also decodes the photos) still gets
@@ -107,22 +108,26 @@ def follow_panel(viewer_state: Any, panel: Any) -> None:
             synced["step"] = panel.step
 
     def show_completion(state: str) -> None:
-        if state != "completed":
-            return
-        pause, resume = getattr(viewer_state, "pause_train", None), getattr(viewer_state, "resume_train", None)
-        for button in (pause, resume):
-            if button is not None:
-                button.visible = False
-                button.disabled = True  # a page that still shows one cannot toggle it back
-        if synced["completed"] is None:
-            import viser
-
-            synced["completed"] = server.gui.add_button(
-                TRAINING_COMPLETED_LABEL,
-                disabled=True,
-                icon=viser.Icon.CIRCLE_CHECK,
-                order=None if pause is None else pause.order,
-            )
+        if state == "completed" and synced["completed"] is None:
+            synced["completed"] = show_training_completed(viewer_state)
 
     panel.push_listeners.append(sync_step_line)
     panel.state_listeners.append(show_completion)
+
+
+def show_training_completed(viewer_state: Any) -> Any:
+    """Hide and disable nerfstudio's Pause / Resume buttons (a page that still shows one cannot toggle it
+    back) and put a disabled "Training completed" button in their place; returns that button."""
+    import viser
+
+    pause, resume = getattr(viewer_state, "pause_train", None), getattr(viewer_state, "resume_train", None)
+    for button in (pause, resume):
+        if button is not None:
+            button.visible = False
+            button.disabled = True
+    return viewer_state.viser_server.gui.add_button(
+        TRAINING_COMPLETED_LABEL,
+        disabled=True,
+        icon=viser.Icon.CIRCLE_CHECK,
+        order=None if pause is None else pause.order,
+    )

@@ -124,6 +124,7 @@ def describe_devices(
     from ns_splat_plus.parallel.devices import rank_environment
 
     ranks = rank_environment(os.environ if environ is None else environ)  # torchrun / srun, as devices.py reads them
+    launcher: str
     if ranks is not None:
         launcher = ranks.launcher
     else:

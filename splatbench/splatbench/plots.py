@@ -116,3 +116,41 @@ def make_plots(results: Dict[str, Any], plot_dir: Path) -> Dict[str, Path]:
     fig.savefig(paths["summary"], dpi=110)
     plt.close(fig)
     return paths
+
+
+def quality_vs_time_scenes(results_list: List[Dict[str, Any]], out: Path, time_key: str = "train_wall_s") -> Path:
+    """One panel per scene (a merged results.json each): every method's held-out PSNR against its training
+    wall time, each run a small dot and the mean over runs a large one (``scripts/plot_quality_vs_time.py``;
+    the README's picture). Runs without timing (trained side by side) sit at their method's timed wall."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = list(dict.fromkeys(r["method"] for results in results_list for r in results["runs"]))
+    colors = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
+    fig, axes = plt.subplots(1, len(results_list), figsize=(5.5 * len(results_list), 4.2), squeeze=False)
+    for ax, results in zip(axes[0], results_list):
+        for entry in results.get("summary") or summarize_repeats(results["runs"], results.get("reference_method")):
+            wall = (entry["metrics"].get(time_key) or {}).get("mean")
+            psnr = entry["metrics"].get("psnr") or {}
+            if wall is None or psnr.get("mean") is None:
+                continue
+            method = entry["method"]
+            values = [r["psnr"] for r in results["runs"] if r["method"] == method and r.get("psnr") is not None
+                      and r["num_gpus"] == entry["num_gpus"]]  # fmt: skip
+            ax.scatter([wall] * len(values), values, s=12, color=colors[method], alpha=0.5)
+            ax.scatter([wall], [psnr["mean"]], s=70, color=colors[method], edgecolor="black",
+                       label=f"{method} ({psnr['n']} runs)")  # fmt: skip
+        ax.set_xlim(left=0)
+        ax.set_xlabel("training wall time (s), one timed run")
+        ax.set_ylabel("held-out PSNR (dB)")
+        ax.set_title(f"{results.get('scene')}: {device_line(results)}", fontsize=9)
+        ax.legend(fontsize=8, loc="best")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

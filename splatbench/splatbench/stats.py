@@ -48,65 +48,14 @@ def difference(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
     return {"diff": a["mean"] - b["mean"], "se": se, "n": a["n"], "n_ref": b["n"]}
 
 
-def _incomplete_beta_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
-    tiny, eps = 1e-300, 1e-16
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # fmt: skip
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < eps:
-            break
-    return h
-
-
-def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
-    """I_x(a, b) for a, b > 0 and 0 <= x <= 1 (Numerical Recipes' ``betai``: continued fraction, on
-    the side of x where it converges fast)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _incomplete_beta_fraction(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _incomplete_beta_fraction(b, a, 1.0 - x) / b
-
-
-def _t_upper_tail(t: float, df: float) -> float:
-    """P(T > t) for t >= 0, Student's t with ``df`` (real, > 0) degrees of freedom."""
-    return 0.5 * regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-
-
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``df`` need not be an integer:
-    Welch's is not). Pure Python, no scipy: bisection on the upper tail written with the regularized
-    incomplete beta function; agrees with ``scipy.stats.t.ppf`` to ~1e-10 for df <= 1e4 (Welch's df is
-    at most n_a + n_b - 2; tests/test_benchmark.py checks it)."""
+    Welch's is not): ``scipy.stats.t.ppf`` (scipy comes with scikit-learn, a runtime dependency)."""
     if not 0.0 < p < 1.0 or not df > 0.0:
         raise ValueError(f"t quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    tail = 1.0 - p
-    lo, hi = 0.0, 1.0
-    while _t_upper_tail(hi, df) > tail:  # the tail falls as t grows: bracket the quantile
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if _t_upper_tail(mid, df) > tail:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    from scipy import stats
+
+    return float(stats.t.ppf(p, df))
 
 
 Sample = Union[Mapping[str, Any], Iterable[float]]
@@ -119,8 +68,7 @@ def welch_interval(a: Sample, b: Sample, confidence: float = DEFAULT_CONFIDENCE)
 
     Returns ``{"diff", "half_width", "low", "high", "df", "confidence", "n_a", "n_b", "reason"}``:
     ``half_width`` = t_{(1 + confidence) / 2, df} x sqrt(sd_a²/n_a + sd_b²/n_b) with the
-    Welch–Satterthwaite degrees of freedom ``df``. The t quantile is computed without scipy
-    (:func:`t_quantile`), so that splatbench does not need scipy at run time.
+    Welch–Satterthwaite degrees of freedom ``df`` (the t quantile: :func:`t_quantile`).
 
     Not computable (``half_width``, ``low``, ``high`` and ``df`` None, ``reason`` says why): a side
     with fewer than two values (no sample variance; ``diff`` is still given when both sides have a

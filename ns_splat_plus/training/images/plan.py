@@ -94,10 +94,11 @@ def choose_image_memory(
         raise ValueError(f"image memory must be auto, host or stream, got {option!r}")
     total = image_bytes(image_sizes, dtype)
     budget = available_bytes / max(1, ranks_on_node)
+    mode: Literal["host", "stream"]
     if option == "auto":
         mode = "host" if total <= HOST_FRACTION * budget else "stream"
     else:
-        mode = option
+        mode = "host" if option == "host" else "stream"  # checked above: host or stream
     pinned = bool(cuda and mode == "host" and total <= PINNED_FRACTION * budget)
     largest = max(image_sizes, key=lambda s: int(s[0]) * int(s[1])) if len(image_sizes) else (0, 0)
     return ImageMemoryPlan(

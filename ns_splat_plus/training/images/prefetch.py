@@ -6,7 +6,7 @@ compute stream waits on; the images come from either store of :mod:`.stores`.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
 import torch
 
@@ -28,7 +28,8 @@ class DevicePrefetcher:
         self._cuda = self.device.type == "cuda"
         self._stream = torch.cuda.Stream(device=self.device) if self._cuda else None
         # idx -> (data on the device, event, host data kept referenced until the copy is consumed)
-        self._pending: Dict[int, Tuple[Dict[str, torch.Tensor], object, Dict[str, torch.Tensor]]] = {}
+        self._pending: Dict[int, Tuple[Dict[str, torch.Tensor], Optional[torch.cuda.Event], Dict[str, torch.Tensor]]]
+        self._pending = {}
         self.hits = 0
         self.misses = 0
 

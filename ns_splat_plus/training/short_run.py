@@ -1,0 +1,87 @@
+"""What a run too short for its schedule skips, said at start-up: :func:`short_run_notes`.
+
+The schedule (refine start and interval, resolution schedule) is written for splatfacto's 30k steps
+and scaled at launch for W ranks x B cameras per step and ``--steps-scaler``
+(:mod:`ns_splat_plus.parallel.schedule`). ``--max-num-iterations 300`` alone cuts it short: splat-plus
+then never densifies (its first refine is after step 500) and trains every step at 1/4 resolution.
+The numbers come from the schedule this run uses (its strategy's own refine condition and the model's
+scaled resolution schedule), so they are right for every method, rank count and scaler.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional
+
+from ns_splat_plus.upstream import TrainerLike
+
+
+def first_refine_step(refines_at: Callable[[int], bool], start_step: int, stop_step: int) -> Optional[int]:
+    """The first step in [start_step, stop_step) at which ``refines_at`` (a strategy's) is true, else None."""
+    return next((step for step in range(start_step, stop_step) if refines_at(step)), None)
+
+
+def next_refine_step(refines_at: Callable[[int], bool], after: int, horizon: int) -> Optional[int]:
+    """The first refine after ``after``, looked for up to ``horizon`` steps further (None if none)."""
+    return first_refine_step(refines_at, after + 1, after + 1 + horizon)
+
+
+def resolution_at(step: int, num_downscales: int, resolution_schedule: int) -> int:
+    """splatfacto's training-resolution divisor at ``step`` (``SplatfactoModel._get_downscale_factor``)."""
+    return 2 ** max(num_downscales - step // max(1, resolution_schedule), 0)
+
+
+def short_run_notes(
+    refines_at: Optional[Callable[[int], bool]],
+    start_step: int,
+    max_num_iterations: int,
+    num_downscales: int,
+    resolution_schedule: int,
+    refine_horizon: int,
+) -> List[str]:
+    """One line per part of the schedule that this run's steps [start_step, max_num_iterations) never
+    reach: the first refine (``refines_at``: the strategy's condition; None: no strategy), and the end
+    of the resolution schedule (full resolution from step num_downscales x resolution_schedule).
+    ``refine_horizon``: how far past the last step to look for the refine the run misses."""
+    last = max_num_iterations - 1
+    if last < start_step:
+        return []
+    notes = []
+    if refines_at is not None and first_refine_step(refines_at, start_step, last + 1) is None:
+        missed = next_refine_step(refines_at, last, refine_horizon)
+        if missed is not None:
+            notes.append(
+                f"Short run: the first refine would be at step {missed}, after the last step {last}: this run does "
+                "not densify (lower --pipeline.model.warmup-length or --pipeline.model.refine-every, or raise "
+                "--max-num-iterations)"
+            )
+    full_from = num_downscales * max(1, resolution_schedule)
+    if num_downscales > 0 and last < full_from:
+        first, final = (
+            resolution_at(start_step, num_downscales, resolution_schedule),
+            resolution_at(last, num_downscales, resolution_schedule),
+        )
+        trains = f"1/{first}" if first == final else f"1/{first} to 1/{final}"
+        notes.append(
+            f"Short run: the resolution schedule ends at step {full_from}, after the last step {last}: this run trains "
+            f"at {trains} resolution (lower --pipeline.model.resolution-schedule or --pipeline.model.num-downscales, "
+            "or raise --max-num-iterations)"
+        )
+    return notes
+
+
+def notes_for_trainer(trainer: TrainerLike) -> List[str]:
+    """:func:`short_run_notes` of a set-up SplatPlusTrainer (its scaled schedule and its strategy)."""
+    from ns_splat_plus import upstream
+
+    model = trainer.pipeline.model
+    config = model.config
+    strategy = getattr(model, "strategy", None)
+    refines_at = getattr(strategy, "refines_at", None)
+    return short_run_notes(
+        refines_at,
+        upstream.start_step(trainer),
+        trainer.config.max_num_iterations,
+        int(getattr(config, "num_downscales", 0)),
+        int(getattr(config, "resolution_schedule", 1)),
+        refine_horizon=max(1, int(getattr(config, "stop_split_at", 0) or 0)),
+    )

@@ -1,0 +1,98 @@
+"""Whether this process is a splat-plus command, read from nerfstudio 1.1.5's command line: :func:`splat_plus_command`.
+
+nerfstudio imports every installed plugin's entry point in every ``ns-*`` command, before it parses its
+command line: ``ns-train nerfacto`` imports ``ns_splat_plus.method`` too. What changes the whole process
+(``sys.excepthook``, a logger's filters) is set up only where :func:`splat_plus_command` says this
+process runs splat-plus, so that other methods run as they would without the plugin:
+
+* ``ns-train <method> ...`` (also as a torchrun worker or a spawned rank, which keep the command line):
+  ``<method>`` is ``argv[1]``, one of splat-plus's methods;
+* ``--load-config X`` (ns-eval, ns-viewer, ns-export, ``ns-train --load-config``, where nerfstudio runs the
+  file's method whatever was asked): X's ``method_name`` is not another method installed here. A file
+  that is missing, unreadable or of a method installed nowhere here also counts: no other method runs, and
+  the command ends on that file with splat-plus's message naming it (``training/uncaught.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+from pathlib import Path
+from typing import FrozenSet, List, Optional, Set
+
+PACKAGE = "ns_splat_plus"
+METHOD_PREFIX = "splat-plus"
+"""Every splat-plus method is named ``splat-plus`` or ``splat-plus-<variant>`` (pyproject.toml's entry points)."""
+
+_METHOD_NAME = re.compile(r"^method_name:[ \t]*(['\"]?)(?P<name>[^'\"\n#]*?)\1[ \t]*$", re.MULTILINE)
+"""The top-level ``method_name`` line of a config.yml (PyYAML writes a dataclass's fields one per line)."""
+
+
+def option_value(argv: List[str], option: str) -> Optional[str]:
+    """The value of ``option`` (``--load-config``; also written ``--load_config``) on the command line, if any."""
+    for i, arg in enumerate(argv):
+        for name in (option, option.replace("-", "_").replace("__", "--", 1)):
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def saved_method_name(config_yml: str) -> Optional[str]:
+    """The ``method_name`` a config.yml names, read as text (nothing is imported or built); None if the file is
+    missing, unreadable or names none."""
+    try:
+        text = Path(config_yml).read_text(errors="replace")
+    except (OSError, ValueError):
+        return None
+    found = _METHOD_NAME.search(text)
+    name = found.group("name").strip() if found else ""
+    return name if name not in ("", "null", "~") else None
+
+
+@functools.lru_cache(maxsize=None)
+def _entry_points() -> tuple:
+    from importlib.metadata import entry_points
+
+    return tuple(entry_points(group="nerfstudio.method_configs"))
+
+
+@functools.lru_cache(maxsize=None)
+def our_method_names() -> FrozenSet[str]:
+    """The methods splat-plus's entry points register (``splat-plus``, ``splat-plus-mcmc``...)."""
+    return frozenset(ep.name for ep in _entry_points() if ep.value.split(":")[0].split(".")[0] == PACKAGE)
+
+
+def is_our_method(name: str) -> bool:
+    ours = our_method_names()
+    return name in ours if ours else name == METHOD_PREFIX or name.startswith(METHOD_PREFIX + "-")
+
+
+def other_method_names() -> Set[str]:
+    """The methods nerfstudio knows in this process other than splat-plus's: its own (``method_configs.method_configs``,
+    filled before it loads the plugins' entry points, which is when splat-plus is imported), the other plugins'
+    entry points, ``NERFSTUDIO_METHOD_CONFIGS`` and its list of external methods (nerfstudio 1.1.5)."""
+    names = {ep.name for ep in _entry_points()}
+    configs = sys.modules.get("nerfstudio.configs.method_configs")
+    names.update(getattr(configs, "method_configs", None) or {})
+    names.update(d.split("=")[0] for d in os.environ.get("NERFSTUDIO_METHOD_CONFIGS", "").split(",") if "=" in d)
+    try:
+        from nerfstudio.configs.external_methods import get_external_methods
+
+        names.update(get_external_methods()[0])
+    except Exception:  # noqa: BLE001 (a nerfstudio without that list: its other methods are still named above)
+        pass
+    return {name for name in names if not is_our_method(name)}
+
+
+def splat_plus_command(argv: Optional[List[str]] = None) -> bool:
+    """Whether the command line ``argv`` (``sys.argv``) runs splat-plus (see the module's docstring)."""
+    argv = sys.argv if argv is None else argv
+    config = option_value(argv, "--load-config")
+    if config is not None:
+        method = saved_method_name(config)
+        return method is None or is_our_method(method) or method not in other_method_names()
+    return len(argv) > 1 and is_our_method(argv[1])

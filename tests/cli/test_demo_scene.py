@@ -1,0 +1,54 @@
+"""The README quickstart's first line makes the demo scene with the runtime alone (``pip install .``
+ships no splatbench): ``python -m ns_splat_plus.demo scene/``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from doc_examples import QUICKSTART, README, _env, _workdir, code_blocks
+
+from ns_splat_plus import demo
+
+
+def _quickstart_first_line() -> str:
+    (block,) = [b for b in code_blocks(README) if QUICKSTART in b.text]
+    return block.text.strip().splitlines()[0]
+
+
+@pytest.mark.slow
+def test_quickstart_first_line_makes_the_scene_without_splatbench(tmp_path: Path):
+    """Run the quickstart's first line as written, in a folder like the docs tests' (scripts/ linked), with
+    ``splatbench`` unimportable (as after ``pip install .``): it writes a COLMAP scene."""
+    shim = tmp_path / "no-splatbench"
+    shim.mkdir()
+    (shim / "splatbench.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'splatbench'\", name='splatbench')\n"
+    )
+    work = _workdir(tmp_path / "work", scene=None)  # scripts/ and configs/ linked, as the docs tests do
+    line = _quickstart_first_line()
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", line],
+        cwd=work,
+        env=_env(PYTHONPATH=str(shim)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in output, f"{line}\n{output[-3000:]}"
+    images = sorted((work / "scene" / "images").glob("*.png"))
+    assert len(images) == demo.SceneSpec().n_views, output
+    sparse = work / "scene" / "colmap" / "sparse" / "0"
+    assert all((sparse / name).is_file() for name in ("cameras.txt", "images.txt", "points3D.txt"))
+    assert "ns-train splat-plus --data scene" in output  # says what to run next
+
+
+def test_splatbench_takes_its_scene_generator_from_the_runtime():
+    """One generator: the tests' and benchmarks' small scene is the demo scene."""
+    from splatbench import scenes
+
+    assert scenes.make_scene is demo.make_scene and scenes.SceneSpec is demo.SceneSpec
+    assert "splatbench" not in sys.modules.get("ns_splat_plus.demo").__dict__

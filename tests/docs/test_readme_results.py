@@ -1,0 +1,73 @@
+"""The README's Results section is the newest pre-registered tables (issue 30's, 5 runs per method), with
+one ± convention (difference of means ± 90 % Welch half-width) and the time-against-PSNR picture."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from splatbench.stats import welch_interval
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+TABLES = {
+    "fox": REPO / "benchmarks" / "2026-11-26-h100-fox-lite-table" / "results.json",
+    "plush-dog": REPO / "benchmarks" / "2026-11-26-h100-plush-dog-lite-table" / "results.json",
+}
+METHODS = ("splatfacto", "splat-plus", "splat-plus-fast", "splat-plus-lite")
+PICTURE = "benchmarks/2026-11-26-h100-fox-lite-table/plots/quality_vs_time_fox_plush_dog.png"
+
+
+def _results_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    return text.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _rows() -> dict:
+    """{(scene, method): the row's cells} of the Results table."""
+    rows = {}
+    for line in _results_section().splitlines():
+        cells = [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 8 and cells[0] in TABLES:
+            rows[(cells[0], cells[1])] = cells
+    return rows
+
+
+def _summary(scene: str) -> dict:
+    results = json.loads(TABLES[scene].read_text())
+    return {entry["method"]: entry["metrics"] for entry in results["summary"] if entry["num_gpus"] == 1}
+
+
+@pytest.mark.parametrize("scene", sorted(TABLES))
+@pytest.mark.parametrize("method", METHODS)
+def test_each_row_is_the_pre_registered_table(scene: str, method: str):
+    rows = _rows()
+    assert (scene, method) in rows, f"the README's Results table has no {scene} / {method} row: {sorted(rows)}"
+    cells, metrics = rows[(scene, method)], _summary(scene)
+    reference = metrics["splatfacto"]
+    assert metrics[method]["psnr"]["n"] == 5 and reference["psnr"]["n"] == 5
+    wall = metrics[method]["train_wall_s"]["mean"]
+    assert cells[3].startswith(f"{wall:.1f} s"), (cells[3], wall)
+    if method != "splatfacto":
+        ratio = wall / reference["train_wall_s"]["mean"]
+        assert f"({ratio:.3f}x)" in cells[3], (cells[3], ratio)
+    assert cells[6] == f"{metrics[method]['psnr']['mean']:.2f}", (cells[6], metrics[method]["psnr"])
+    if method == "splatfacto":
+        return
+    interval = welch_interval(reference["psnr"], metrics[method]["psnr"], confidence=0.90)
+    expected = f"{interval['diff']:+.2f} ± {interval['half_width']:.2f} dB".replace("-", "−")
+    assert cells[7] == expected, (cells[7], expected)
+
+
+def test_one_plus_minus_convention_stated_once():
+    section = _results_section()
+    assert section.count("90 % Welch") == 1, "state the ± convention once"
+    assert not re.search(r"standard error|\bse\b|± sd|mean ± se", section), "a second ± convention"
+
+
+def test_the_time_against_psnr_picture_is_linked_and_is_a_png():
+    assert f"]({PICTURE})" in _results_section(), "the Results section does not show the picture"
+    assert (REPO / PICTURE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

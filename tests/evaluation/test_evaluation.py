@@ -1,0 +1,252 @@
+"""Evaluation: no autograd anywhere, held-out split only, LPIPS null (never 0), ns-eval output, memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+import torch
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
+
+from ns_splat_plus import evaluation
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A 30-step CPU run with a checkpoint and config.yml (shared by the tests of this module)."""
+    root = tmp_path_factory.mktemp("evaluation")
+    scene = small_scene(root / "scene")
+    config = trainer_config(scene, root / "out", steps=30)
+    config.warmup_steps = 0  # warmup is tested elsewhere; saves time here
+    trainer = build_trainer(config)
+    trainer.train()
+    close_writers()
+    return trainer
+
+
+def _record_grad_mode(model, monkeypatch):
+    """Wrap model.get_outputs to record grad mode and whether any output requires grad."""
+    seen = []
+    original = model.get_outputs
+
+    def recording(camera):
+        outputs = original(camera)
+        tensors = [v for v in outputs.values() if isinstance(v, torch.Tensor)]
+        seen.append((torch.is_grad_enabled(), any(t.requires_grad for t in tensors)))
+        return outputs
+
+    monkeypatch.setattr(model, "get_outputs", recording)
+    return seen
+
+
+def test_every_eval_path_runs_without_autograd(trained, monkeypatch):
+    pipeline = trained.pipeline
+    model = pipeline.model
+    assert model.lpips is None  # offline: no AlexNet weights on CI
+    seen = _record_grad_mode(model, monkeypatch)
+    pipeline.train()
+
+    averages = pipeline.get_average_eval_image_metrics(step=5)
+    metrics, images = pipeline.get_eval_image_metrics_and_images(step=5)
+    outputs, losses, eval_metrics = pipeline.get_eval_loss_dict(step=5)
+    # the viewer's path: nerfstudio's render state machine calls model.eval(), get_outputs_for_camera
+    camera, _ = evaluation.eval_camera_and_batch(pipeline.datamanager, 0, torch.device("cpu"))
+    model.eval()
+    model.get_outputs_for_camera(camera)
+    model.train()
+
+    num_eval = len(pipeline.datamanager.eval_dataset)
+    assert len(seen) == num_eval + 3  # every render went through the recorder
+    assert all(grad_enabled is False for grad_enabled, _ in seen), seen
+    assert all(requires_grad is False for _, requires_grad in seen), seen
+    assert not any(v.requires_grad for v in losses.values())
+    assert not any(isinstance(v, torch.Tensor) and v.requires_grad for v in outputs.values())
+    assert torch.is_grad_enabled() and pipeline.training  # restored afterwards
+    # numbers only for the writer: LPIPS unavailable is left out, never logged as 0
+    assert "lpips" not in averages and "lpips" not in metrics
+    assert averages["psnr"] > 5.0 and 0.0 < averages["ssim"] <= 1.0
+    assert metrics["num_rays"] == 48 * 36 and images["img"].shape == (36, 96, 3)
+    writer_ready = {**averages, **metrics, **eval_metrics}
+    assert all(isinstance(v, float) or isinstance(v, int) for v in writer_ready.values())
+
+
+def test_eval_images_stay_on_the_host_and_split_is_held_out(trained):
+    datamanager = trained.pipeline.datamanager
+    cached = datamanager.cached_eval
+    assert all(d["image"].device.type == "cpu" for d in cached)
+    split = evaluation.describe_split(datamanager)
+    assert split["eval_mode"] == "interval" and split["eval_interval"] == 8
+    assert split["num_images"] == len(datamanager.eval_dataset) == 2
+    assert split["held_out"] is True and split["num_train_images"] == 14
+    assert split["image_filenames"] == ["frame_0000.png", "frame_0008.png"]
+    before = dict(cached[1])
+    # another device ("meta" exists on every machine): the batch moves, the cache must not
+    camera, batch = evaluation.eval_camera_and_batch(datamanager, 1, torch.device("meta"))
+    assert batch["image"].device.type == "meta" and camera.shape == (1,)
+    assert cached[1].keys() == before.keys() and all(cached[1][k] is v for k, v in before.items())
+    assert cached[1]["image"].device.type == "cpu"
+
+
+def test_averages_skip_missing_lpips_and_never_report_zero():
+    report = evaluation.EvalReport(
+        per_image=[{"psnr": 20.0, "ssim": 0.5, "lpips": None}, {"psnr": 22.0, "ssim": 0.7, "lpips": None}],
+        split={},
+        num_gaussians=10,
+    )
+    averages = report.averages(get_std=True)
+    assert averages["psnr"] == pytest.approx(21.0) and averages["psnr_std"] == pytest.approx(2**0.5)
+    assert averages["lpips"] is None and averages["lpips_std"] is None
+    assert evaluation.mean_and_std([0.3]) == (0.3, None)  # one image: no std (not NaN, invalid JSON)
+    assert evaluation.mean_and_std([None, 0.2, 0.4])[0] == pytest.approx(0.3)
+    assert "lpips" not in evaluation.scalar_metrics(averages)
+
+
+def test_memory_tracker_is_null_off_the_gpu_and_counts_nested_evaluation_once(monkeypatch):
+    tracker = evaluation.PeakMemoryTracker(torch.device("cpu"))
+    with tracker.evaluating():
+        with tracker.evaluating():
+            pass
+    summary = tracker.as_dict()
+    assert summary["train_peak_bytes"] is None and summary["eval_peak_bytes"] is None
+    assert summary["num_evaluations"] == 0 and summary["measure"] is None  # nothing is measured off the GPU
+    assert evaluation.memory_tracker("cpu") is evaluation.memory_tracker(torch.device("cpu"))
+
+    # on a GPU (torch's peak counter simulated here): a nested evaluation is one evaluation, and its peak
+    # is kept apart from training's
+    counter = {"allocated": 0, "peak": 0}
+
+    def allocate(num_bytes):
+        counter["allocated"] += num_bytes
+        counter["peak"] = max(counter["peak"], counter["allocated"])
+        counter["allocated"] -= num_bytes
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: counter["peak"])
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: counter.update(peak=0))
+    gpu = evaluation.PeakMemoryTracker(torch.device("cuda"))
+    allocate(100)  # training
+    with gpu.evaluating():
+        allocate(300)
+        with gpu.evaluating():  # e.g. get_average_eval_image_metrics inside the trainer's eval_iteration
+            allocate(250)
+    assert gpu.num_evaluations == 1 and gpu.as_dict()["num_evaluations"] == 1
+    assert (gpu.train_peak_bytes, gpu.eval_peak_bytes) == (100, 300)
+    gpu.start_training_window()
+    allocate(120)
+    assert gpu.observe_training() == 120
+    with gpu.evaluating():
+        allocate(50)
+    summary = gpu.as_dict()
+    assert summary["num_evaluations"] == gpu.num_evaluations == 2
+    assert (summary["train_peak_bytes"], summary["eval_peak_bytes"], gpu.last_eval_peak_bytes) == (120, 300, 50)
+
+
+def test_checkpoint_loads_with_weights_only_and_dir_holds_only_checkpoints(trained):
+    files = sorted(p.name for p in trained.checkpoint_dir.iterdir())
+    assert files == ["step-000000029.ckpt"]  # the temporary file of the save is not left there
+    state = torch.load(trained.checkpoint_dir / files[0], map_location="cpu", weights_only=True)
+    assert state["step"] == 29 and state["method_name"] == "splat-plus"
+    assert state["pipeline"]["_model.gauss_params.means"].shape[0] == trained.pipeline.model.num_points
+    assert set(state["strategy_state"]) >= {"grad2d", "count"}
+
+
+@pytest.mark.slow
+def test_ns_eval_cli_writes_nerfstudio_json_with_split_per_image_and_null_lpips(trained, tmp_path):
+    config_path = trained.base_dir / "config.yml"
+    out = tmp_path / "metrics.json"
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
+    from inprocess import console_script
+
+    ns_eval = console_script("ns-eval")
+    proc = subprocess.run(
+        [str(ns_eval), "--load-config", str(config_path), "--output-path", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["method_name"] == "splat-plus" and report["checkpoint"].endswith("step-000000029.ckpt")
+    results = report["results"]
+    for key in ("psnr", "psnr_std", "ssim", "ssim_std", "num_rays_per_sec", "fps"):
+        assert isinstance(results[key], float), key
+    assert results["lpips"] is None and results["lpips_std"] is None and results["lpips_available"] is False
+    assert results["num_gaussians"] == trained.pipeline.model.num_points
+    assert results["split"]["held_out"] is True and results["split"]["split"] == "test"
+    per_image = results["per_image"]
+    assert (
+        [m["image"] for m in per_image] == ["frame_0000.png", "frame_0008.png"] == results["split"]["image_filenames"]
+    )
+    assert all(m["lpips"] is None and m["psnr"] > 5.0 for m in per_image)
+    assert results["psnr"] == pytest.approx(sum(m["psnr"] for m in per_image) / 2)
+    assert results["memory"]["device"] == "cpu" and results["memory"]["eval_peak_bytes"] is None
+
+
+def test_evaluation_with_lpips_on_reports_it(trained, monkeypatch):
+    """Stand-in AlexNet weights placed locally (as a user who copied the file): LPIPS is a number."""
+    import torchvision
+
+    from ns_splat_plus import upstream
+
+    monkeypatch.setenv("TORCH_HOME", os.environ["TORCH_HOME"] + "-lpips-on")
+    path = upstream.alexnet_weights_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    torch.save(torchvision.models.alexnet(weights=None).state_dict(), path)
+    model = trained.pipeline.model
+    monkeypatch.setattr(model, "lpips", upstream.build_lpips())
+    assert model.lpips is not None
+    report = evaluation.evaluate_all_images(trained.pipeline)
+    values = [m["lpips"] for m in report.per_image]
+    assert all(isinstance(v, float) and v > 0.0 for v in values), values
+    results = report.ns_eval_results()
+    assert results["lpips_available"] is True and results["lpips"] == pytest.approx(sum(values) / len(values))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gpu_eval_peak_does_not_exceed_train_peak(tmp_path, monkeypatch):
+    """Training at 1/4 resolution, evaluating at full: the strip + host-metric path is exercised."""
+    from ns_splat_plus.model import model as model_module
+
+    strips = []
+    original = model_module.strip_rows
+
+    def recording(height, width, max_pixels):
+        rows = original(height, width, max_pixels)
+        strips.append(rows)
+        return rows
+
+    monkeypatch.setattr(model_module, "strip_rows", recording)
+    scene = small_scene(tmp_path / "scene")
+    config = trainer_config(scene, tmp_path / "out", steps=60)
+    config.machine.device_type = "cuda"
+    config.steps_per_eval_all_images = 20
+    config.steps_per_eval_image = 10
+    config.pipeline.datamanager.cache_images = "gpu"
+    config.pipeline.model.num_downscales = 2  # train at 1/4 resolution, evaluate at full
+    config.pipeline.model.resolution_schedule = 1000
+    trainer = build_trainer(config)
+    trainer.train()
+    close_writers()
+    assert any(rows is not None and len(rows) > 1 for rows in strips), strips  # eval renders went in strips
+    tracker = evaluation.memory_tracker(trainer.pipeline.device)
+    assert all(d["image"].device.type == "cpu" for d in trainer.pipeline.datamanager.cached_eval)
+    assert tracker.train_peak_bytes and tracker.eval_peak_bytes
+    assert tracker.eval_peak_bytes <= tracker.train_peak_bytes, tracker.as_dict()
+
+
+def test_metrics_run_on_the_host_where_they_would_take_the_device_above_the_training_peak():
+    from ns_splat_plus.model.metrics import LPIPS_BYTES_PER_PIXEL, SSIM_BYTES_PER_PIXEL, fits_on_device
+
+    cuda, held = torch.device("cuda", 0), 10**6
+    for per_pixel in (SSIM_BYTES_PER_PIXEL, LPIPS_BYTES_PER_PIXEL):
+        need = per_pixel * 100 * 200
+        assert fits_on_device(cuda, need, limit_bytes=held + need, allocated_bytes=held)
+        assert not fits_on_device(cuda, need, limit_bytes=held + need - 1, allocated_bytes=held)
+    assert fits_on_device(cuda, 10**12, limit_bytes=None, allocated_bytes=10**12)  # no training peak known
+    assert fits_on_device(torch.device("cpu"), 10**12, limit_bytes=1, allocated_bytes=10**12)

@@ -1,0 +1,428 @@
+"""The bad-input trial: every mistake a new user can make ends in one clear message naming the
+file, photo, option or checkpoint, a non-zero exit, no traceback, and nothing lost.
+
+Most cases run the real ns-train / ns-eval / ns-export on one tiny synthetic scene (shared);
+cases that fail in the dataset preflight without any process-level effect are checked in-process.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from clirun import (
+    SPARSE,
+    TINY_SCENE,
+    assert_ok,
+    assert_one_message,
+    checkpoints,
+    cli_env,
+    console_script,
+    copy_scene,
+    ns_train,
+    ns_train_cmd,
+    run,
+    run_dir,
+)  # fmt: skip
+
+from splatbench.scenes import make_scene
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory) -> Path:
+    return make_scene(tmp_path_factory.mktemp("scene"), TINY_SCENE)
+
+
+@pytest.fixture(scope="module")
+def trained(scene, tmp_path_factory) -> Path:
+    """One finished run (3 steps, one checkpoint per step kept), shared by the resume and eval tests."""
+    out = tmp_path_factory.mktemp("trained")
+    assert_ok(ns_train(scene, out, "base", 3, "--steps-per-save", "1", "--save-only-latest-checkpoint", "False"))
+    return run_dir(out, "base")
+
+
+# --- 1. options that cannot work -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_impossible_options_are_refused_at_launch(scene, tmp_path):
+    # two through the CLI (a process start costs ~20 s here); every option in-process below
+    proc = ns_train(scene, tmp_path, "zero_steps", 5, "--max-num-iterations", "0")  # the later one wins
+    assert_one_message(proc, "--max-num-iterations must be at least 1", status=2)
+    assert not (tmp_path / "zero_steps").exists(), "a run directory was left behind"
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory")
+    proc = run(ns_train_cmd(scene, a_file, "file_out", 5))
+    assert_one_message(proc, f"--output-dir {a_file} is a file", status=2)
+    assert a_file.read_text() == "not a directory"
+
+
+def test_impossible_options_each_name_the_option(tmp_path):
+    from ns_splat_plus.errors import UserInputError
+    from ns_splat_plus.method import splat_plus_trainer_config
+    from ns_splat_plus.training import inputs
+
+    def config(**changes):
+        config = splat_plus_trainer_config("splat-plus", strategy="default")
+        config.machine.device_type = "cpu"
+        for path, value in changes.items():
+            target = config
+            *parents, name = path.split("__")
+            for parent in parents:
+                target = getattr(target, parent)
+            setattr(target, name, value)
+        return config
+
+    inputs.check_options(config())  # the defaults pass
+    cases = [
+        ({"max_num_iterations": 0}, "--max-num-iterations"),
+        ({"max_num_iterations": -5}, "--max-num-iterations"),
+        ({"pipeline__model__refine_every": 0}, "--pipeline.model.refine-every"),
+        ({"warmup_steps": -1}, "--warmup-steps"),
+        ({"pipeline__model__rasterizer": "gsplat"}, "--pipeline.model.rasterizer gsplat needs CUDA"),
+    ]
+    for changes, needle in cases:
+        with pytest.raises(UserInputError, match=needle) as info:
+            inputs.check_options(config(**changes))
+        assert info.value.exit_status == 2
+
+
+# --- 2. two runs with the same name --------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_same_explicit_timestamp_is_refused_and_keeps_the_first_run(trained, scene):
+    out = trained.parent.parent.parent
+    before = {p.name: p.read_bytes() for p in checkpoints(trained)}
+    config_before = (trained / "config.yml").read_bytes()
+    assert before
+    proc = ns_train(scene, out, "base", 3, "--steps-per-save", "1")
+    assert_one_message(proc, f"the run directory {trained} already exists", "--timestamp", status=2)
+    assert {p.name: p.read_bytes() for p in checkpoints(trained)} == before
+    assert (trained / "config.yml").read_bytes() == config_before
+
+
+def test_automatic_timestamp_claimed_twice_gives_two_directories(tmp_path):
+    from ns_splat_plus.method import splat_plus_trainer_config
+    from ns_splat_plus.training import run_dir as run_dir_mod
+
+    configs = []
+    for _ in range(2):
+        config = splat_plus_trainer_config("splat-plus", strategy="default")
+        config.output_dir = tmp_path
+        config.experiment_name = "same"
+        config.timestamp = "2030-01-01_000000"  # what set_timestamp gives two runs started in one second
+        configs.append(config)
+    first = run_dir_mod.claim(configs[0], explicit_timestamp=False)
+    second = run_dir_mod.claim(configs[1], explicit_timestamp=False)
+    assert first == "2030-01-01_000000" and second == "2030-01-01_000000-1"
+    assert configs[0].get_base_dir() != configs[1].get_base_dir()
+    assert configs[0].get_base_dir().is_dir() and configs[1].get_base_dir().is_dir()
+
+
+# --- 3. SIGTERM / SIGINT save a checkpoint, and the run resumes from it ---------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])  # both: each has its own default action
+def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig):
+    name = sig.name.lower()
+    # a checkpoint every 2 steps tells us the loop (and its signal handlers) runs
+    proc = subprocess.Popen(
+        ns_train_cmd(scene, tmp_path, name, 100000, "--steps-per-save", "2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cli_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    run = run_dir(tmp_path, name)
+    deadline = time.time() + 240
+    while not checkpoints(run) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[0][-3000:]
+    proc.send_signal(sig)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, output[-3000:]
+    assert "Traceback" not in output, output[-5000:]
+    lines = [line for line in output.splitlines() if "training stopped by" in line]
+    assert len(lines) == 1 and sig.name in lines[0] and "checkpoint saved" in lines[0], output[-3000:]
+    saved = checkpoints(run)[-1]
+    assert saved.name in output.replace("\n", "")
+    state = torch.load(saved, map_location="cpu", weights_only=True)
+    step = int(state["step"])
+    assert saved.name == f"step-{step:09d}.ckpt"
+
+    resumed = ns_train(scene, tmp_path, name + "_resumed", step + 3, "--load-dir", str(run / "nerfstudio_models"))
+    assert_ok(resumed)
+    assert f"Resumed from {saved}: step {step}" in resumed.stdout.replace("\n", "")
+    final = checkpoints(run_dir(tmp_path, name + "_resumed"))[-1]
+    assert int(torch.load(final, map_location="cpu", weights_only=True)["step"]) == step + 2
+
+
+# --- 4-6. COLMAP layouts --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_colmap_scene_without_the_colmap_subcommand(scene, tmp_path):
+    proc = ns_train(scene, tmp_path, "nosub", 3, dataparser=())
+    assert_one_message(proc, "add the `colmap` subcommand", status=2)
+
+
+@pytest.mark.slow
+def test_random_init_trains_without_points3d(scene, tmp_path):
+    data = copy_scene(scene, tmp_path / "nopoints")
+    (data / SPARSE / "points3D.txt").unlink()
+    assert_ok(ns_train(data, tmp_path, "random", 2, "--pipeline.model.random-init", "True"))
+    assert checkpoints(run_dir(tmp_path, "random"))
+
+
+def _only_images_2(scene: Path, dest: Path) -> Path:
+    """The scene with its photos in images_2/ only, and a COLMAP model of twice their size."""
+    data = copy_scene(scene, dest)
+    (data / "images").rename(data / "images_2")
+    cameras = data / SPARSE / "cameras.txt"
+    cam_id, model, w, h, *params = cameras.read_text().split()
+    params = [str(2 * float(p)) for p in params]  # fx fy cx cy of a PINHOLE camera
+    cameras.write_text(" ".join([cam_id, model, str(2 * int(w)), str(2 * int(h)), *params]) + "\n")
+    return data
+
+
+@pytest.mark.slow
+def test_only_downscaled_images(scene, tmp_path):
+    data = _only_images_2(scene, tmp_path / "half")
+    assert_ok(ns_train(data, tmp_path, "half", 2, dataparser=("colmap", "--downscale-factor", "2")))
+    assert_one_message(ns_train(data, tmp_path, "nofactor", 2), "`colmap --downscale-factor 2`", status=2)
+    proc = ns_train(data, tmp_path, "four", 2, dataparser=("colmap", "--downscale-factor", "4"))
+    output = assert_one_message(proc, "--downscale-factor 4 needs", "images_4", status=2)
+    assert "[y/n]" not in output  # nerfstudio's Confirm.ask prompt
+
+
+# --- 7-8. resume on another strategy; a learning rate that diverges -----------------------------
+
+
+@pytest.mark.slow
+def test_resume_on_another_strategy_is_refused(trained, scene, tmp_path):
+    proc = ns_train(
+        scene,
+        tmp_path,
+        "mcmc",
+        10,
+        "--load-dir",
+        str(trained / "nerfstudio_models"),
+        "--pipeline.model.strategy",
+        "mcmc",
+    )
+    assert_one_message(proc, "--pipeline.model.strategy")
+
+
+@pytest.mark.slow
+def test_diverging_learning_rate_names_the_step(scene, tmp_path):
+    proc = ns_train(scene, tmp_path, "lr", 20, "--optimizers.means.optimizer.lr", "1e10")
+    output = assert_one_message(proc, "Training stopped at step")
+    assert "does not require grad" not in output
+
+
+# --- 9. damaged COLMAP model files ----------------------------------------------------------------
+
+
+def _binary_scene(scene: Path, dest: Path) -> Path:
+    from nerfstudio.data.utils import colmap_parsing_utils as cu
+
+    data = copy_scene(scene, dest)
+    sparse = data / SPARSE
+    cu.write_model(*cu.read_model(str(sparse), ".txt"), str(sparse), ".bin")
+    for name in ("cameras.txt", "images.txt", "points3D.txt"):
+        (sparse / name).unlink()
+    return data
+
+
+def _preflight(data: Path, **parser_options):
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+
+    from ns_splat_plus.method import splat_plus_trainer_config
+    from ns_splat_plus.training import inputs
+
+    config = splat_plus_trainer_config("splat-plus", strategy="default")
+    config.pipeline.datamanager.data = data
+    config.pipeline.datamanager.dataparser = ColmapDataParserConfig(**parser_options)
+    inputs.preflight(config)
+
+
+def _edit_line(path: Path, index: int, edit) -> None:
+    # the synthetic images.txt has an empty 2D-points line after each pose line: kept
+    lines = [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    lines[index] = edit(lines[index].split())
+    path.write_text("".join(line + "\n\n" for line in lines))
+
+
+@pytest.mark.slow
+def test_damaged_colmap_files_through_the_cli(scene, tmp_path):
+    data = _binary_scene(scene, tmp_path / "bin")  # a clean .bin scene passes: test_damaged_colmap_files_are_named
+    (data / SPARSE / "cameras.bin").write_bytes(b"")
+    proc = ns_train(data, tmp_path, "bin_empty", 1)
+    assert_one_message(proc, f"{data / SPARSE / 'cameras.bin'} is empty", status=2)
+
+
+def test_damaged_colmap_files_are_named(scene, tmp_path):
+    from ns_splat_plus.errors import UserInputError
+
+    clean = _binary_scene(scene, tmp_path / "clean")
+    _preflight(clean)  # passes
+    for i, name in enumerate(("cameras.bin", "images.bin", "points3D.bin")):
+        for how in ("empty", "truncated"):
+            data = copy_scene(clean, tmp_path / f"{how}{i}")
+            path = data / SPARSE / name
+            path.write_bytes(b"" if how == "empty" else path.read_bytes()[: path.stat().st_size // 2])
+            with pytest.raises(UserInputError, match=f"COLMAP .* file {path}"):
+                _preflight(data)
+
+    focal = copy_scene(scene, tmp_path / "focal")
+    _edit_line(focal / SPARSE / "cameras.txt", 0, lambda f: " ".join(f[:4] + ["0", "-3"] + f[6:]))
+    with pytest.raises(UserInputError, match="camera 1 .* focal length"):
+        _preflight(focal)
+
+    dup = copy_scene(scene, tmp_path / "dup")
+    images = dup / SPARSE / "images.txt"
+    # give the second photo the name of the first
+    _edit_line(images, 1, lambda f: " ".join(f[:-1] + ["frame_0000.png"]))
+    with pytest.raises(UserInputError, match="frame_0000.png 2 times"):
+        _preflight(dup)
+
+    nan = copy_scene(scene, tmp_path / "nan")
+    _edit_line(nan / SPARSE / "images.txt", 2, lambda f: " ".join(f[:5] + ["nan"] + f[6:]))
+    with pytest.raises(UserInputError, match="photo frame_0002.png .* invalid pose"):
+        _preflight(nan)
+
+
+# --- 10. photos -----------------------------------------------------------------------------------
+
+
+def test_bad_photos_are_named_before_training(scene, tmp_path):
+    from PIL import Image
+
+    from ns_splat_plus.errors import UserInputError
+
+    _preflight(scene)
+    cases = {
+        "missing": (lambda p: p.unlink(), "is missing"),
+        "empty": (lambda p: p.write_bytes(b""), "is empty"),
+        "garbage": (lambda p: p.write_bytes(b"this is no image" * 10), "cannot be read as an image"),
+        "size": (lambda p: Image.new("RGB", (30, 24)).save(p), "is 30x24, but camera 1"),
+    }
+    for name, (damage, needle) in cases.items():
+        data = copy_scene(scene, tmp_path / name)
+        photo = data / "images" / "frame_0003.png"
+        damage(photo)
+        with pytest.raises(UserInputError, match=f"photo {photo} {needle}"):
+            _preflight(data)
+    # with a downscale factor, the photo must be the camera's size divided by it
+    half = _only_images_2(scene, tmp_path / "half")
+    _preflight(half, downscale_factor=2)
+    Image.new("RGB", (64, 48)).save(half / "images_2" / "frame_0005.png")
+    with pytest.raises(UserInputError, match="frame_0005.png is 64x48, .*--downscale-factor 2 the photo must be 32x24"):
+        _preflight(half, downscale_factor=2)
+
+
+@pytest.mark.slow
+def test_truncated_photo_is_named_when_decoded(scene, tmp_path):
+    from PIL import Image
+
+    data = copy_scene(scene, tmp_path / "trunc")
+    photo = data / "images" / "frame_0001.jpg"
+    # a JPEG whose header is intact but whose data is cut: only decoding sees it
+    src = data / "images" / "frame_0001.png"
+    Image.open(src).convert("RGB").save(photo, quality=95)
+    src.unlink()
+    images_txt = data / SPARSE / "images.txt"
+    images_txt.write_text(images_txt.read_text().replace("frame_0001.png", "frame_0001.jpg"))
+    data_bytes = photo.read_bytes()
+    start_of_scan = data_bytes.index(b"\xff\xda")  # headers end here; cut inside the compressed data
+    photo.write_bytes(data_bytes[: start_of_scan + (len(data_bytes) - start_of_scan) // 2])
+    proc = ns_train(data, tmp_path, "trunc", 2)
+    assert_one_message(proc, f"photo {photo} cannot be decoded", status=2)
+
+
+# --- 11. ns-eval / ns-export on a run with missing, stray or truncated checkpoints --------------
+
+
+def ns_eval(config_yml: Path, out_json: Path) -> subprocess.CompletedProcess:
+    return run([console_script("ns-eval"), "--load-config", str(config_yml), "--output-path", str(out_json)])
+
+
+@pytest.mark.slow
+def test_eval_and_export_on_damaged_checkpoint_dirs(trained, tmp_path):
+    import json
+
+    def copy_run(name: str) -> Path:
+        # a copy of the run in another output dir: config.yml names its own location, so rewrite it
+        dest = tmp_path / name / "base" / "splat-plus" / "run"
+        shutil.copytree(trained, dest)
+        import yaml
+
+        cfg = dest / "config.yml"
+        config = yaml.load(cfg.read_text(), Loader=yaml.Loader)
+        config.output_dir = tmp_path / name
+        cfg.write_text(yaml.dump(config))
+        return dest
+
+    steps = checkpoints(trained)
+    assert len(steps) >= 2  # the newest is used; an older one is left to fall back to
+
+    deleted = copy_run("deleted")
+    shutil.rmtree(deleted / "nerfstudio_models")
+    proc = ns_eval(deleted / "config.yml", tmp_path / "deleted.json")
+    assert_one_message(proc, f"{deleted / 'nerfstudio_models'}", "no step-<N>.ckpt")
+    assert not (tmp_path / "deleted.json").exists()
+
+    stray = copy_run("stray")
+    (stray / "nerfstudio_models" / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    proc = ns_eval(stray / "config.yml", tmp_path / "stray.json")
+    assert_ok(proc)
+    result = json.loads((tmp_path / "stray.json").read_text())
+    assert result["checkpoint"].endswith(steps[-1].name)
+    assert "psnr" in result["results"]
+    export = run(
+        [
+            console_script("ns-export"),
+            "gaussian-splat",
+            "--load-config",
+            str(stray / "config.yml"),
+            "--output-dir",
+            str(tmp_path / "export"),
+        ]
+    )
+    assert_ok(export)
+    assert list((tmp_path / "export").glob("*.ply"))
+
+    truncated = copy_run("truncated")
+    newest = truncated / "nerfstudio_models" / steps[-1].name
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    proc = ns_eval(truncated / "config.yml", tmp_path / "truncated.json")
+    assert_one_message(proc, f"Checkpoint {newest}", "truncated")
+    assert not (tmp_path / "truncated.json").exists()
+
+
+# --- 12. ns-eval with no held-out image -----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_eval_with_an_empty_split(scene, tmp_path):
+    assert_ok(
+        ns_train(
+            scene,
+            tmp_path,
+            "noeval",
+            1,
+            dataparser=("colmap", "--eval-mode", "fraction", "--train-split-fraction", "1.0"),
+        )
+    )
+    out_json = tmp_path / "noeval.json"
+    proc = ns_eval(run_dir(tmp_path, "noeval") / "config.yml", out_json)
+    assert_one_message(proc, "no images to evaluate", "eval_mode fraction", "train fraction 1.0", status=2)
+    assert not out_json.exists()

@@ -1,0 +1,56 @@
+"""Issue 50, item 4: splat-plus-lite's ``--pipeline.model.efficient-*`` options (and the other densification
+options with a valid range) are checked at launch: one line naming the option and its valid values, exit
+status 2, no traceback, no run directory. A cap below the initial Gaussian count is refused at set-up.
+
+The ranges themselves are tested in tests/strategy/test_option_definitions.py; here, that ns-train applies them.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from clirun import TINY_SCENE, assert_one_message, ns_train_cmd, run
+
+from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.method import splat_plus_lite_trainer_config
+from ns_splat_plus.training import inputs
+from splatbench.scenes import make_scene
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [("efficient_num_views", -3), ("efficient_budget_growth", math.nan), ("efficient_prune_fraction", -0.5)],
+)
+def test_check_options_refuses_a_strategy_option_out_of_range(name, value):
+    config = splat_plus_lite_trainer_config()
+    config.machine.device_type = "cpu"
+    inputs.check_options(config)  # lite's own values pass
+    setattr(config.pipeline.model, name, value)
+    with pytest.raises(UserInputError, match=f"--pipeline.model.{name.replace('_', '-')} must be ") as info:
+        inputs.check_options(config)
+    assert info.value.exit_status == 2
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory) -> Path:
+    return make_scene(tmp_path_factory.mktemp("scene"), TINY_SCENE)  # 200 SfM points: 200 initial Gaussians
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "option, value, needle",
+    [
+        ("efficient-num-views", "0", "--pipeline.model.efficient-num-views must be an integer >= 1, got 0"),
+        ("efficient-budget-growth", "nan", "--pipeline.model.efficient-budget-growth must be a number >= 0, got nan"),
+        ("efficient-max-gaussians", "10", "--pipeline.model.efficient-max-gaussians 10 is below the 200 Gaussians"),
+    ],
+)
+def test_lite_refuses_a_bad_option_with_one_message(scene, tmp_path, option, value, needle):
+    cmd = ns_train_cmd(scene, tmp_path, "lite", 5, f"--pipeline.model.{option}", value)
+    cmd[cmd.index("splat-plus")] = "splat-plus-lite"
+    output = assert_one_message(run(cmd), needle, status=2)
+    assert sum(needle in line for line in output.splitlines()) == 1, output  # said once
+    left = sorted(str(p) for p in tmp_path.rglob("*") if not p.is_dir())  # set-up may leave lite/splat-plus-lite/
+    assert not left and not (tmp_path / "lite" / "splat-plus-lite" / "run").exists(), left

@@ -1,0 +1,192 @@
+"""Issue 50, odd data: an SfM model with no points, photos too small for the resolution schedule, and a
+transforms.json that COLMAP input would refuse. Each ends in one message naming the file or photo and what to
+do (exit status 2, no traceback, no run directory left), or trains where the user asked for what works.
+
+CLI cases run the real ns-train on the small synthetic scene of tests/faults/test_bad_inputs.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from clirun import (
+    SPARSE,
+    TINY_SCENE,
+    assert_ok,
+    assert_one_message,
+    checkpoints,
+    copy_scene,
+    nerfstudio_scene,
+    ns_train,
+    run_dir,
+)
+
+from splatbench.scenes import SceneSpec, make_scene
+
+STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory) -> Path:
+    return make_scene(tmp_path_factory.mktemp("scene"), TINY_SCENE)
+
+
+def assert_refused(proc, out: Path, name: str, *needles: str) -> str:
+    """One message with every needle and what to do, exit status 2, no traceback, no run directory left."""
+    output = assert_one_message(proc, *needles, "What to do:", status=2)
+    assert not run_dir(out, name).exists(), sorted(str(p) for p in (out / name).rglob("*"))
+    assert not [p for p in (out / name).rglob("*") if not p.is_dir()]
+    return output
+
+
+# --- 5. a COLMAP points3D with no points --------------------------------------------------------------
+
+
+def _without_points(scene: Path, dest: Path) -> Path:
+    data = copy_scene(scene, dest)
+    points = data / SPARSE / "points3D.txt"
+    points.write_text("".join(line + "\n" for line in points.read_text().splitlines() if line.startswith("#")))
+    return data
+
+
+@pytest.mark.slow
+def test_empty_points3d_is_refused_naming_the_file(scene, tmp_path):
+    data = _without_points(scene, tmp_path / "empty")
+    proc = ns_train(data, tmp_path / "out", "empty", STEPS)
+    output = assert_refused(
+        proc,
+        tmp_path / "out",
+        "empty",
+        f"the COLMAP model's {data / SPARSE / 'points3D.txt'} holds no points, but SfM initialization is requested",
+        "--pipeline.model.random-init True",
+    )
+    assert "mat1 and mat2" not in output
+
+
+@pytest.mark.slow
+def test_empty_points3d_with_random_init_trains(scene, tmp_path):
+    data = _without_points(scene, tmp_path / "empty")
+    assert_ok(ns_train(data, tmp_path, "random", STEPS, "--pipeline.model.random-init", "True"))
+    assert checkpoints(run_dir(tmp_path, "random"))
+
+
+def test_points_are_counted_in_text_and_binary_models(scene, tmp_path):
+    from nerfstudio.data.utils import colmap_parsing_utils as cu
+    from test_bad_inputs import _preflight
+
+    from ns_splat_plus.errors import UserInputError
+    from ns_splat_plus.training import colmap_checks
+
+    sparse = scene / SPARSE
+    assert colmap_checks.count_points(sparse / "points3D.txt") == TINY_SCENE.n_points
+    data = _without_points(scene, tmp_path / "empty")
+    assert colmap_checks.count_points(data / SPARSE / "points3D.txt") == 0
+    cameras, images, _ = cu.read_model(str(data / SPARSE), ".txt")
+    cu.write_model(cameras, images, {}, str(data / SPARSE), ".bin")
+    assert colmap_checks.count_points(data / SPARSE / "points3D.bin") == 0
+    with pytest.raises(UserInputError, match=r"points3D\.bin holds no points") as info:
+        _preflight(data)
+    assert info.value.exit_status == 2
+    _preflight(data, load_3D_points=False)  # no points asked for: accepted
+
+
+# --- 6. photos too small for the resolution schedule ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_photos_of_4x1024_are_refused_naming_the_downscales_that_fit(tmp_path):
+    data = make_scene(tmp_path / "thin", SceneSpec(n_views=8, width=1024, height=4, focal=28.0, n_points=200))
+    proc = ns_train(data, tmp_path / "out", "thin", STEPS, "--pipeline.model.num-downscales", "2")
+    assert_refused(
+        proc,
+        tmp_path / "out",
+        "thin",
+        "is 1024x4 pixels, which the resolution schedule first trains at 1/4 (256x1; "
+        "--pipeline.model.num-downscales 2)",
+        "the smallest photo this schedule accepts is 8x8",
+        "pass --pipeline.model.num-downscales 1 (or less)",
+    )
+
+
+@pytest.mark.slow
+def test_photos_of_1x1_are_refused(tmp_path):
+    data = make_scene(tmp_path / "dot", SceneSpec(n_views=8, width=1, height=1, focal=1.0, n_points=200))
+    proc = ns_train(data, tmp_path / "out", "dot", STEPS)
+    assert_refused(proc, tmp_path / "out", "dot", "is 1x1 pixels: splat-plus trains photos of at least 2x2 pixels")
+
+
+class _Cameras:
+    def __init__(self, sizes, focal=10.0):
+        self.width = torch.tensor([[w] for w, _ in sizes])
+        self.height = torch.tensor([[h] for _, h in sizes])
+        self.fx = torch.full((len(sizes), 1), focal)
+        self.fy = torch.full((len(sizes), 1), focal)
+
+
+def test_photo_sizes_against_the_schedule():
+    from ns_splat_plus.errors import UserInputError
+    from ns_splat_plus.training import dataset_checks
+
+    names = [Path("a.png"), Path("b.png")]
+    dataset_checks.check_photo_sizes(names, _Cameras([(48, 36), (8, 8)]), 2)  # 2x2 at 1/4: accepted
+    with pytest.raises(UserInputError, match=r"(?s)photo b.png is 8x7 pixels.*num-downscales 1 \(or less\)"):
+        dataset_checks.check_photo_sizes(names, _Cameras([(48, 36), (8, 7)]), 2)
+    with pytest.raises(UserInputError, match=r"photo a.png is 1x5 pixels: .* at least 2x2"):
+        dataset_checks.check_photo_sizes(names, _Cameras([(1, 5), (8, 8)]), 0)
+    assert [dataset_checks.largest_fitting_downscales(s) for s in (1, 2, 3, 4, 7, 8, 1024)] == [-1, 0, 0, 1, 1, 2, 9]
+
+
+# --- 7. transforms.json faults that COLMAP input refuses ----------------------------------------------
+
+
+def _zero_focal(data: Path) -> str:
+    transforms = data / "transforms.json"
+    content = json.loads(transforms.read_text())
+    content["fl_x"] = content["fl_y"] = 0.0
+    transforms.write_text(json.dumps(content))
+    return "focal length fx=0, fy=0: both must be positive"
+
+
+def _duplicate(data: Path) -> str:
+    transforms = data / "transforms.json"
+    content = json.loads(transforms.read_text())
+    content["frames"].append(dict(content["frames"][1]))  # lands in the training split with its original
+    transforms.write_text(json.dumps(content))
+    return f"the dataset lists the photo {data / content['frames'][1]['file_path']} 2 times"
+
+
+def _missing(data: Path) -> str:
+    transforms = data / "transforms.json"
+    photo = data / json.loads(transforms.read_text())["frames"][3]["file_path"]
+    photo.unlink()
+    return f"photo {photo} is missing: the dataset lists it, but there is no such file"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", [_zero_focal, _duplicate, _missing], ids=["zero-focal", "duplicate", "missing"])
+def test_transforms_json_faults_are_refused(scene, tmp_path, fault):
+    data = nerfstudio_scene(scene, tmp_path / "ns")
+    needle = fault(data)
+    proc = ns_train(data, tmp_path / "out", "ns", STEPS, dataparser=("nerfstudio-data",))
+    output = assert_refused(proc, tmp_path / "out", "ns", needle)
+    assert "damaged or truncated" not in output
+
+
+def test_dataparser_output_checks():
+    from ns_splat_plus.errors import UserInputError
+    from ns_splat_plus.training import dataset_checks
+
+    names = [Path("a.png"), Path("b.png")]
+    dataset_checks.check_unique_paths(names)
+    dataset_checks.check_focal_lengths(names, _Cameras([(8, 8), (8, 8)]))
+    with pytest.raises(UserInputError, match="lists the photo a.png 2 times"):
+        dataset_checks.check_unique_paths([Path("a.png"), Path("a.png")])
+    for focal in (0.0, -3.0, math.nan, math.inf):
+        with pytest.raises(UserInputError, match="photo a.png the focal length"):
+            dataset_checks.check_focal_lengths(names, _Cameras([(8, 8), (8, 8)], focal))
+    with pytest.raises(UserInputError, match=r"(?s)photo a.png is missing.*\(and 1 more missing photos\)"):
+        dataset_checks.check_photos_exist(names)

@@ -1,0 +1,86 @@
+"""Two nodes simulated with two torchrun processes on this machine (``--nnodes 2 --node-rank 0/1``,
+rendezvous on 127.0.0.1), against one node with the same number of ranks.
+
+4 CPU ranks (gloo) train the synthetic scene through refines, once as 1 node x 4 processes and once
+as 2 nodes x 2 processes, for both strategies and 1 or 2 cameras per step: every run ends with
+bitwise-identical replicas, and the two placements end with the same parameters (where a rank runs
+changes nothing). The SLURM multi-node template itself runs in tests/parallel/test_slurm.py (two slurmd).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import List
+
+import pytest
+from clirun import console_script, free_port
+
+from splatbench.scenes import SceneSpec, make_scene
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory) -> Path:
+    return make_scene(tmp_path_factory.mktemp("multinode-scene") / "scene", SceneSpec(n_views=24, width=64, height=48))
+
+
+def _train(scene: Path, out: Path, method: str, cameras_per_step: int, nodes: int) -> List[str]:
+    """4 ranks as ``nodes`` torchrun processes (one per simulated node); the output of each."""
+    port = free_port()
+    train = [
+        console_script("ns-train"), method, "--data", str(scene), "--output-dir", str(out),
+        "--experiment-name", "mn", "--timestamp", "run", "--machine.device-type", "cpu",
+        "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
+        "--logging.local-writer.enable", "False", "--warmup-steps", "0",
+        "--pipeline.datamanager.cameras-per-step", str(cameras_per_step),
+        # scaled for 4 ranks x B cameras: 20 steps (B = 1) or 10 (B = 2), refines every 2 or 1 steps
+        "--max-num-iterations", "80", "--pipeline.model.num-downscales", "0",
+        "--pipeline.model.warmup-length", "8", "--pipeline.model.refine-every", "8",
+        "--data-parallel.replica-check-every", "2", "colmap",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    procs = []
+    for node in range(nodes):
+        torchrun = [
+            console_script("torchrun"), "--nnodes", str(nodes), "--node-rank", str(node),
+            "--nproc-per-node", str(4 // nodes), "--master-addr", "127.0.0.1", "--master-port", str(port),
+        ]  # fmt: skip
+        procs.append(
+            subprocess.Popen([*torchrun, *train], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        )
+    outputs = []
+    for proc in procs:
+        try:
+            outputs.append(proc.communicate(timeout=600)[0])
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    for proc, output in zip(procs, outputs):
+        assert proc.returncode == 0, output[-5000:]
+    return outputs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cameras_per_step", [1, 2])
+@pytest.mark.parametrize("method", ["splat-plus", "splat-plus-mcmc"])
+def test_two_simulated_nodes_match_one_node(tmp_path, scene, method, cameras_per_step):
+    finals = {}
+    for nodes in (1, 2):
+        out = tmp_path / f"nodes{nodes}"
+        outputs = _train(scene, out, method, cameras_per_step, nodes)
+        placement = "1 node x 4 processes" if nodes == 1 else "2 nodes x 2 processes"
+        assert f"splat-plus: using 4 CPU processes (0 GPUs) via torchrun ({placement}, gloo)" in outputs[0]
+        run = out / "mn" / method / "run"
+        ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in range(4)]
+        records = [json.loads(line) for line in (run / "densification.jsonl").read_text().splitlines()]
+        refines = [r for r in records if r["event"] == "refine"]
+        assert len(refines) >= 2, records
+        assert all(r["initial_match"] for r in ranks)
+        assert len({r["final_checksum"] for r in ranks}) == 1 and ranks[0]["final_checksum"] is not None
+        assert len({r["final_num_gaussians"] for r in ranks}) == 1
+        assert ranks[0]["final_num_gaussians"] == refines[-1]["num_gaussians"]
+        assert [r["final_step"] for r in ranks] == [80 // (4 * cameras_per_step) - 1] * 4
+        finals[nodes] = (ranks[0]["final_checksum"], ranks[0]["final_num_gaussians"])
+    assert finals[1] == finals[2]

@@ -1,0 +1,28 @@
+"""The start-up notes of a run shorter than its schedule (training/short_run.py), from the scaled schedule."""
+
+from __future__ import annotations
+
+from ns_splat_plus.training.short_run import short_run_notes
+
+
+def splatfacto_refines(step: int) -> bool:
+    """gsplat's default condition with splatfacto's numbers: after 500, every 100, paused 116 after a reset."""
+    return 500 < step < 15000 and step % 100 == 0 and step % 3000 >= 116
+
+
+def test_a_short_run_names_the_refine_and_the_resolution_it_misses():
+    notes = short_run_notes(
+        splatfacto_refines, 0, 300, num_downscales=2, resolution_schedule=3000, refine_horizon=15000
+    )
+    assert len(notes) == 2
+    assert notes[0].startswith("Short run: the first refine would be at step 600, after the last step 299: ")
+    assert notes[1].startswith("Short run: the resolution schedule ends at step 6000, after the last step 299: ")
+    assert "this run trains at 1/4 resolution" in notes[1]
+
+
+def test_a_run_that_reaches_both_says_nothing_and_a_partial_one_names_its_range():
+    assert short_run_notes(splatfacto_refines, 0, 30000, 2, 3000, 15000) == []
+    notes = short_run_notes(splatfacto_refines, 0, 4000, 2, 3000, 15000)
+    assert len(notes) == 1 and "this run trains at 1/4 to 1/2 resolution" in notes[0]
+    # refinement over (a resumed run past its stop): no note about a refine that will never come
+    assert short_run_notes(splatfacto_refines, 20000, 20010, 0, 3000, 15000) == []
