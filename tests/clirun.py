@@ -107,13 +107,14 @@ def torchrun_cmd(nproc: int, cmd: Sequence[str], port: Optional[int] = None) -> 
 
 
 def run(
-    cmd: Sequence[str], cwd: Optional[Path] = None, timeout: float = 300, **env: str
+    cmd: Sequence[str], cwd: Optional[Path] = None, timeout: float = 300, env: Optional[dict] = None, **extra_env: str
 ) -> subprocess.CompletedProcess:
     """Runs ``cmd`` as a batch job (stdin not a terminal, where a prompt would hang), output captured;
-    ``cwd``: where relative output paths land; ``env``: variables added to :func:`cli_env`'s."""
+    ``cwd``: where relative output paths land; ``env``: the environment (default :func:`cli_env`), with
+    ``extra_env`` added."""
     return subprocess.run(
-        list(cmd), capture_output=True, text=True, env=cli_env(**env), timeout=timeout, stdin=subprocess.DEVNULL,
-        cwd=cwd,
+        list(cmd), capture_output=True, text=True, env={**(env or cli_env()), **extra_env}, timeout=timeout,
+        stdin=subprocess.DEVNULL, cwd=cwd,
     )  # fmt: skip
 
 

@@ -23,6 +23,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,9 +138,12 @@ def _write_conf(root: Path, nodes: List[str], munge_socket: Path) -> Path:
     res = node_resources()
     ports = {"ctld": free_port(), **{n: free_port() for n in nodes}}
     (root / "state").mkdir()
+    # slurmstepd's sockets live in the spool: a Unix socket path has at most 108 bytes, which pytest's
+    # temporary folders (with xdist's popen-gwN/) exceed, so the spools go in a short folder of their own
+    spools = Path(tempfile.mkdtemp(prefix="slurm-", dir="/tmp"))
     node_lines = []
     for n in nodes:
-        spool = root / f"spool-{n}"
+        spool = spools / f"spool-{n}"
         spool.mkdir()
         resources = " ".join(f"{k}={v}" for k, v in res.items())
         node_lines.append(
@@ -157,7 +161,7 @@ def _write_conf(root: Path, nodes: List[str], munge_socket: Path) -> Path:
             "CredType=cred/munge",
             f"AuthInfo=socket={munge_socket}",
             f"StateSaveLocation={root / 'state'}",
-            f"SlurmdSpoolDir={root}/spool-%n",
+            f"SlurmdSpoolDir={spools}/spool-%n",
             f"SlurmctldPidFile={root / 'slurmctld.pid'}",
             f"SlurmdPidFile={root}/slurmd-%n.pid",
             f"SlurmctldLogFile={root / 'slurmctld.log'}",

@@ -158,7 +158,7 @@ def test_ns_eval_cli_writes_nerfstudio_json_with_split_per_image_and_null_lpips(
     config_path = trained.base_dir / "config.yml"
     out = tmp_path / "metrics.json"
     env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
-    from inprocess import console_script
+    from clirun import console_script
 
     ns_eval = console_script("ns-eval")
     proc = subprocess.run(

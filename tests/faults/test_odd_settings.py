@@ -116,7 +116,7 @@ def trained(scene, tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_load_config_of_another_method_is_refused(trained):
-    from inprocess import console_script
+    from clirun import console_script
 
     before = snapshot(trained.parent.parent.parent)
     config_yml = trained / "config.yml"

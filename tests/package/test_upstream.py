@@ -71,7 +71,7 @@ def test_every_private_api_with_a_fallback_is_probed_at_start_up(monkeypatch):
 @pytest.mark.slow
 def test_ns_train_with_another_gsplat_stops_at_start_with_one_message(tmp_path):
     """A gsplat 1.5.3 distribution (metadata only) ahead on the path: ns-train stops before any work."""
-    from inprocess import console_script
+    from clirun import console_script
 
     fake = tmp_path / "site" / "gsplat-1.5.3.dist-info"
     fake.mkdir(parents=True)

@@ -208,7 +208,7 @@ def test_ns_train_with_a_corrupt_checkpoint_prints_one_message_no_traceback(runs
     load_dir = tmp_path / "nerfstudio_models"
     load_dir.mkdir()
     (load_dir / "step-000000025.ckpt").write_bytes(b"PK\x03\x04 not really a checkpoint")
-    from inprocess import console_script
+    from clirun import console_script
 
     ns_train = console_script("ns-train")
     proc = subprocess.run(
