@@ -263,6 +263,8 @@ def agree(values: Mapping[str, Value]) -> Dict[str, List[Optional[Value]]]:
 
 def agree_on_options(config: Any) -> None:
     """Every rank has the same options (the trainer config as parsed), or :class:`RanksDisagreeError` on every rank."""
+    if not collectives.is_distributed():
+        return
     diffs = agree(option_values(config))
     if diffs:
         raise RanksDisagreeError(
@@ -275,6 +277,8 @@ def agree_on_options(config: Any) -> None:
 
 def agree_on_dataset(splits: Mapping[str, Any], data: Any) -> None:
     """Every rank reads the same dataset (see :func:`dataset_values`), or :class:`RanksDisagreeError` on every rank."""
+    if not collectives.is_distributed():
+        return  # one process: nothing to compare, and no photo bytes to read at start-up
     diffs = agree(dataset_values(splits))
     if diffs:
         raise RanksDisagreeError(
