@@ -10,6 +10,7 @@ of :data:`SLOW_PROGRAMS` (in its set-up, fixtures included, or its call), so the
 however a test starts its process.
 """
 
+import contextlib
 import multiprocessing.util
 import os
 import signal
@@ -88,25 +89,25 @@ def pytest_configure(config):
     multiprocessing.util.spawnv_passfds = _guarded_spawnv_passfds(multiprocessing.util.spawnv_passfds)
 
 
-def _in_unit_tier(item) -> bool:
-    return not (item.get_closest_marker("slow") or item.get_closest_marker("gpu"))
+@contextlib.contextmanager
+def _running(item):
+    """Marks ``item``'s set-up or call as running, when it is a unit-tier test (the guards read it)."""
+    global _unit_test_running
+    in_unit_tier = not (item.get_closest_marker("slow") or item.get_closest_marker("gpu"))
+    _unit_test_running = item.nodeid if in_unit_tier else None
+    try:
+        yield
+    finally:
+        _unit_test_running = None
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
-    global _unit_test_running
-    _unit_test_running = item.nodeid if _in_unit_tier(item) else None
-    try:
+    with _running(item):
         return (yield)
-    finally:
-        _unit_test_running = None
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    global _unit_test_running
-    _unit_test_running = item.nodeid if _in_unit_tier(item) else None
-    try:
+    with _running(item):
         return (yield)
-    finally:
-        _unit_test_running = None

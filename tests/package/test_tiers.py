@@ -22,16 +22,15 @@ def test_the_unit_tier_refuses_to_start_the_cli(program):
 
 
 def test_other_programs_and_the_triton_interpreter_may_run():
-    assert subprocess.run(["true"], check=True).returncode == 0
+    subprocess.run(["true"], check=True)  # the guard lets it start (it would fail the test)
     assert slow_program(["git", "status"]) == ""
     assert slow_program("/usr/bin/python3.11 -c pass") == "python3.11"
-    done = subprocess.run([sys.executable, "-c", "pass"], env={"TRITON_INTERPRET": "1"}, check=True)
-    assert done.returncode == 0
+    subprocess.run([sys.executable, "-c", "pass"], env={"TRITON_INTERPRET": "1"}, check=True)
 
 
 @pytest.mark.slow
 def test_the_slow_tier_may_start_python():
-    assert subprocess.run([sys.executable, "-c", "pass"], check=True).returncode == 0
+    subprocess.run([sys.executable, "-c", "pass"], check=True)  # the guard lets it start
 
 
 def test_ci_runs_the_unit_tier_then_the_slow_tier_with_durations_and_time_limits():
