@@ -15,6 +15,7 @@ import multiprocessing.util
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -22,6 +23,22 @@ import pytest
 
 os.environ["NS_SPLAT_PLUS_NO_DOWNLOAD"] = "1"
 os.environ["TORCH_HOME"] = tempfile.mkdtemp(prefix="ns-splat-plus-torch-home-")
+
+
+def _share_the_cores() -> None:
+    """Under pytest-xdist, each worker's torch (and every CLI process it starts) gets the cores divided by
+    the workers, at least one (OMP_NUM_THREADS, read by torch at import; one given outside wins). Each torch
+    otherwise takes a thread per core: on 2 cores, 2 workers and the ns-train they start ran 4+ threads, whose
+    parallel regions wait for a descheduled thread; a training step on the CPU was 4-10x slower under that
+    load, the same on a free core with 1 thread or 2 (the tensors of the test scenes are small)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+        if "torch" in sys.modules:  # imported before this file (a plugin): set its pool too
+            sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+_share_the_cores()
 
 # A shell that starts a job in the background (nohup, `&`, some CI runners) ignores SIGINT in it, and every
 # child inherits that: ns-train then keeps Ctrl-C ignored, as a user's background job should. The Ctrl-C

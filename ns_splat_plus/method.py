@@ -9,7 +9,7 @@ densification settings) on splat-plus's model, pipeline and trainer.
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, cast
+from typing import Any, Dict, Literal, Union, cast
 
 from nerfstudio.configs.base_config import LoggingConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
@@ -19,6 +19,7 @@ from nerfstudio.plugins.types import MethodSpecification
 
 from ns_splat_plus import upstream
 from ns_splat_plus.model import SplatPlusModelConfig
+from ns_splat_plus.parallel.schedule import AUTO_EFFECTIVE_BATCH
 from ns_splat_plus.strategy.build import MCMC_RECIPE
 from ns_splat_plus.training import uncaught
 from ns_splat_plus.training.datamanager import SplatPlusDataManagerConfig
@@ -98,11 +99,15 @@ splat_plus_mcmc = MethodSpecification(
 )
 
 
-FAST_CAMERAS_PER_STEP = 4
-"""Cameras per step of ``splat-plus-fast`` (a starting point; to be tuned on the GPU)."""
+FAST_CAMERAS_PER_STEP: Union[int, Literal["auto"]] = "auto"
+"""Cameras per step of ``splat-plus-fast``: auto, :data:`~ns_splat_plus.parallel.schedule.AUTO_EFFECTIVE_BATCH`
+(4) cameras per step in all, 4 per GPU on one GPU, 2 on two, 1 from four. Until 2026-11-28 it was 4 per GPU
+on any number, 8 in all on two GPUs: an effective batch never compared with splatfacto."""
 
 
-def splat_plus_fast_trainer_config(cameras_per_step: int = FAST_CAMERAS_PER_STEP) -> SplatPlusTrainerConfig:
+def splat_plus_fast_trainer_config(
+    cameras_per_step: Union[int, Literal["auto"]] = FAST_CAMERAS_PER_STEP,
+) -> SplatPlusTrainerConfig:
     """splat-plus with B cameras per step in one rasterizer call and one fused Adam update. The
     schedule is written for one camera per step, as splat-plus's: it is scaled at launch for
     W x B cameras per step (steps / (W x B), lr x sqrt(W x B), betas ^ (W x B))."""
@@ -115,10 +120,10 @@ def splat_plus_fast_trainer_config(cameras_per_step: int = FAST_CAMERAS_PER_STEP
 splat_plus_fast = MethodSpecification(
     config=splat_plus_fast_trainer_config(),
     description=(
-        f"splat-plus for speed: {FAST_CAMERAS_PER_STEP} cameras per step in one rasterizer call and one fused Adam "
-        f"update, with the schedule scaled for {FAST_CAMERAS_PER_STEP} cameras per step (1/{FAST_CAMERAS_PER_STEP} "
-        f"of the steps, learning rates x sqrt({FAST_CAMERAS_PER_STEP}), Adam betas ^{FAST_CAMERAS_PER_STEP}); "
-        "no camera optimizer or bilateral grid"
+        f"splat-plus for speed: {AUTO_EFFECTIVE_BATCH} cameras per step (on one GPU in one rasterizer call; on W "
+        f"GPUs {AUTO_EFFECTIVE_BATCH}/W each) and one fused Adam update, with the schedule scaled for "
+        f"{AUTO_EFFECTIVE_BATCH} cameras per step (1/{AUTO_EFFECTIVE_BATCH} of the steps, learning rates "
+        f"x sqrt({AUTO_EFFECTIVE_BATCH}), Adam betas ^{AUTO_EFFECTIVE_BATCH}); no camera optimizer or bilateral grid"
     ),
 )
 

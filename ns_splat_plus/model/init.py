@@ -66,11 +66,13 @@ def _validate_points(xyz: Tensor, rgb: Tensor) -> None:
 
 
 def _knn_mean_distance(points: np.ndarray, k: int = 3) -> np.ndarray:
-    from sklearn.neighbors import NearestNeighbors
+    # scipy's k-d tree (scipy is imported with nerfstudio already; scikit-learn's import took 1.2 s of
+    # start-up on the GPU machine): the same exact Euclidean distances (tests/model/test_init.py)
+    from scipy.spatial import cKDTree
 
     k = min(k, max(points.shape[0] - 1, 1))
-    model = NearestNeighbors(n_neighbors=k + 1, algorithm="kd_tree", metric="euclidean").fit(points)
-    distances, _ = model.kneighbors(points)
+    distances, _ = cKDTree(points).query(points, k=k + 1)
+    distances = np.where(np.isfinite(distances), distances, 0.0)  # one point alone: no neighbour (inf)
     dist = distances[:, 1:].astype(np.float64).mean(axis=1)
     # duplicate points have distance 0: give them a tiny but finite scale (log(0) = -inf)
     positive = dist[dist > 0]

@@ -88,11 +88,11 @@ def image_metrics(
     def score(pred_hwc: Tensor, prefix: str) -> Dict[str, Optional[float]]:
         gt = torch.moveaxis(gt_rgb, -1, 0)[None, ...]
         pred = torch.moveaxis(pred_hwc, -1, 0)[None, ...]
+        psnr = peak_signal_noise_ratio(pred, gt, data_range=1.0)  # splatfacto's PeakSignalNoiseRatio(data_range=1.0)
         if on_host:
-            psnr = peak_signal_noise_ratio(pred, gt, data_range=1.0)
             ssim = pytorch_msssim.ssim(gt, pred, data_range=1.0, size_average=True)
         else:
-            psnr, ssim = model.psnr(gt, pred), model.ssim(gt, pred)
+            ssim = model.ssim(gt, pred)
         lpips = None
         if model.lpips is None and collectives.get_rank() == 0:
             upstream.warn_lpips_unavailable()  # said once, where LPIPS would have been computed

@@ -25,6 +25,7 @@ Differences from ``SplatfactoModel`` (nerfstudio 1.1.5), and why:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Dict, List, Literal, Optional, Tuple, Type, Union
 
 import torch
@@ -150,15 +151,13 @@ class SplatPlusModel(SplatfactoModel):
 
         self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
 
-        from torchmetrics.image import PeakSignalNoiseRatio
-
-        self.psnr = PeakSignalNoiseRatio(data_range=1.0)
+        # PSNR: torchmetrics' function, imported at the first evaluation (metrics.py); importing torchmetrics
+        # at start-up took 5.9 s on the GPU machine (it imports transformers where that is installed)
         self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)  # evaluation metrics, as splatfacto's
         self.loss_ssim = TrainingSSIM(self.config.ssim_kernel)
         device = torch.device(self.kwargs.get("device", "cpu"))
         if self.loss_ssim.fused_on(device):  # said only where it is not splatfacto's pytorch_msssim
             CONSOLE.log(f"SSIM of the loss: {self.loss_ssim.describe(device)}")
-        self.lpips = upstream.build_lpips(warn=False)  # warned at the first evaluation that scores LPIPS (metrics.py)
         self.step = 0
         self.crop_box = None
         if self.config.background_color == "random":
@@ -176,6 +175,20 @@ class SplatPlusModel(SplatfactoModel):
 
         self.cameras_per_step = 1
         self._build_strategy()
+
+    # a cached_property: nerfstudio's viewer reads every other public attribute of the model at start-up
+    @cached_property
+    def lpips(self) -> Optional[torch.nn.Module]:
+        """LPIPS (AlexNet) on the model's device, built the first time an evaluation scores it (None
+        without its weights: warned there, :mod:`.metrics`). Not at start-up, where splatfacto builds it:
+        a run that never scores LPIPS never loads AlexNet or tries its download (offline, on a compute
+        node, every rank waited for the download to fail before step 0). Not a submodule, so neither in
+        checkpoints nor in ``state_dict`` (``load_pipeline`` drops the LPIPS weights of older checkpoints)."""
+        if "lpips" in self._modules:  # set as a module (tests): nn.Module keeps it there
+            return self._modules["lpips"]
+        with torch.random.fork_rng(devices=[]):  # AlexNet's initial draws: the training's random stream stays the same
+            module = upstream.build_lpips(warn=False)
+        return None if module is None else module.to(self.device)
 
     def _build_strategy(self) -> None:
         batch = collectives.get_world_size() * self.cameras_per_step  # cameras per step, for the epoch length

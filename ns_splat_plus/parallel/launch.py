@@ -44,7 +44,7 @@ from ns_splat_plus.errors import SplatPlusError, exit_on_user_error
 from ns_splat_plus.parallel import agreement, collectives, devices, roll_call
 from ns_splat_plus.parallel.config import DataParallelConfig
 from ns_splat_plus.parallel.devices import DevicePlan, DeviceResolutionError
-from ns_splat_plus.parallel.schedule import effective_batch, scale_schedule, steps_scaler_of
+from ns_splat_plus.parallel.schedule import effective_batch, resolve_cameras_per_step, scale_schedule, steps_scaler_of
 
 # --- process state ---------------------------------------------------------------------------------
 
@@ -187,6 +187,13 @@ def prepare_launch(config) -> DevicePlan:
         build_gsplat_once(plan)
         _GSPLAT_BUILT = True
     machine.num_devices = plan.num_devices_for_launch
+    chosen = resolve_cameras_per_step(config, plan.world_size)
+    if plan.rank == 0 and chosen is not None:
+        CONSOLE.print(
+            f"splat-plus: --pipeline.datamanager.cameras-per-step auto: {chosen} per rank on {plan.world_size} "
+            f"rank{'s' if plan.world_size > 1 else ''} ({plan.world_size * chosen} cameras per step)",
+            markup=False,
+        )
     batch = effective_batch(config, plan.world_size)
     # W x B cameras per step (also one GPU with B > 1) and --steps-scaler; nothing when neither applies
     changes = scale_schedule(config, batch, dp)

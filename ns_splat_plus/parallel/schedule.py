@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 from fractions import Fraction
-from typing import List
+from typing import List, Optional
 
 import torch
 
@@ -66,9 +66,44 @@ def lr_factor(world_size: int, rule: str) -> float:
     raise ValueError(f"unknown lr scaling rule {rule!r} (sqrt, linear or none)")
 
 
+AUTO_EFFECTIVE_BATCH = 4
+"""``--pipeline.datamanager.cameras-per-step auto`` keeps W x B at this many cameras per step: the largest
+effective batch compared with splatfacto over many runs (splat-plus-fast, B = 4 on one GPU: fox
+-0.15 ± 0.15 dB over 9 runs against 6, plush-dog +0.46 ± 0.39 dB over 7 against 8; benchmarks/README.md)."""
+
+
+def auto_cameras_per_step(world_size: int) -> int:
+    """B cameras per rank for ``cameras-per-step auto`` on W ranks: W x B = :data:`AUTO_EFFECTIVE_BATCH` while
+    W divides it (4, 2 and 1 on 1, 2 and 4 ranks), else the most that stays under it, and one camera per
+    rank from W = 4 on. A function of W alone: the image size is not known when the schedule is scaled
+    (before any rank parses the dataset), and the rule's effective batch, not the image size, is what the
+    quality comparisons above validated."""
+    return max(1, AUTO_EFFECTIVE_BATCH // max(1, int(world_size)))
+
+
+def resolve_cameras_per_step(config, world_size: int) -> Optional[int]:
+    """Replace ``cameras-per-step auto`` in ``config`` (a SplatPlusTrainerConfig) by
+    :func:`auto_cameras_per_step` for ``world_size`` ranks; the B chosen, or None where B was a number.
+    Before :func:`effective_batch` and :func:`scale_schedule` (the launch), so the saved config.yml,
+    checkpoints and every later reader see the number."""
+    datamanager = config.pipeline.datamanager
+    if getattr(datamanager, "cameras_per_step", 1) != "auto":
+        return None
+    datamanager.cameras_per_step = auto_cameras_per_step(world_size)
+    return datamanager.cameras_per_step
+
+
+def cameras_per_step_of(datamanager_config, world_size: int) -> int:
+    """B of a datamanager config (SplatPlusDataManagerConfig; 1 for configs without the option): its
+    number, or :func:`auto_cameras_per_step` where it is still ``auto`` (a config the launch did not
+    resolve, e.g. one built in-process)."""
+    value = getattr(datamanager_config, "cameras_per_step", 1)
+    return auto_cameras_per_step(world_size) if value == "auto" else max(1, int(value))
+
+
 def effective_batch(config, world_size: int) -> int:
     """Cameras per optimizer step: W ranks x B cameras each (``config``: a SplatPlusTrainerConfig)."""
-    return world_size * max(1, int(getattr(config.pipeline.datamanager, "cameras_per_step", 1)))
+    return world_size * cameras_per_step_of(config.pipeline.datamanager, world_size)
 
 
 def scale_schedule(config, world_size: int, dp: DataParallelConfig) -> List[str]:

@@ -35,6 +35,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from ns_splat_plus import upstream
 from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.parallel.config import data_parallel_of
+from ns_splat_plus.parallel.schedule import cameras_per_step_of
 from ns_splat_plus.upstream import TrainerLike
 
 CHECKPOINT_NAME = re.compile(r"^step-(\d+)\.ckpt$")
@@ -306,7 +307,7 @@ def training_facts(trainer: TrainerLike) -> Dict[str, Any]:
     data = getattr(datamanager, "data", None) or getattr(datamanager.dataparser, "data", None)
     return {
         "world_size": int(trainer.world_size),
-        "cameras_per_step": int(getattr(trainer.config.pipeline.datamanager, "cameras_per_step", 1)),
+        "cameras_per_step": cameras_per_step_of(trainer.config.pipeline.datamanager, trainer.world_size),
         "scale_schedule": bool(dp.scale_schedule),
         "steps_scaler": float(getattr(trainer.config, "steps_scaler", 1.0)),
         "lr_scaling": str(dp.lr_scaling),

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Type, Union
 
 import torch
 import tyro
@@ -27,6 +27,7 @@ from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.evaluation.streamed import eval_camera_and_batch
 from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, RENDER_CACHE, concatenated_cameras
 from ns_splat_plus.parallel import agreement, collectives
+from ns_splat_plus.parallel.schedule import cameras_per_step_of
 from ns_splat_plus.parallel.sharding import camera_for_step, cameras_for_step, eval_share
 from ns_splat_plus.training.images.photo import PhotoDataset
 from ns_splat_plus.training.images.prefetch import DevicePrefetcher
@@ -76,10 +77,11 @@ class SplatPlusDataManagerConfig(FullImageDatamanagerConfig):
     """Streaming: decoding threads."""
     stream_buffer: int = 16
     """Streaming: decoded images kept at most (the next steps' images are decoded ahead)."""
-    cameras_per_step: int = 1
+    cameras_per_step: Union[int, Literal["auto"]] = 1
     """B cameras rendered per training step on each GPU, in one rasterizer call; the loss is the mean
     of their losses. The schedule is then scaled as for B GPUs (steps / B, learning rates x sqrt(B),
-    Adam betas ^ B; with W GPUs: W x B). Each rank draws its B from its own fixed shard of the cameras,
+    Adam betas ^ B; with W GPUs: W x B). auto: B = 4 / W at launch (4 on one GPU, 2 on two, 1 from
+    four), so W x B stays 4 (splat-plus-fast's; parallel/schedule.py). Each rank draws its B from its own fixed shard of the cameras,
     reshuffled every epoch (disjoint shards; the B of a step are distinct). Cameras of different sizes: only the
     step's cameras of the same size as its first drawn camera are rendered, the others are skipped for
     that epoch (a step may then render fewer than B). Not with the camera optimizer or bilateral grid;
@@ -114,6 +116,11 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         if collectives.is_distributed():  # the single eval image of a step comes from this rank's share
             self.eval_unseen_cameras = self.eval_indices()
 
+    @property
+    def per_step(self) -> int:
+        """B, this rank's cameras per step (``cameras-per-step auto`` resolved for the world size)."""
+        return cameras_per_step_of(self.config, collectives.get_world_size())
+
     def eval_indices(self) -> List[int]:
         """The eval images this rank holds and scores (all of them in one process)."""
         return eval_share(collectives.get_rank(), collectives.get_world_size(), len(self.eval_dataset))
@@ -137,7 +144,7 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         ``train_cameras_sampling_seed``), see ``parallel.sharding``; also on one GPU, so a
         resumed run continues the same order. ``fps`` sampling keeps upstream's sampler on one rank.
         """
-        if self.config.cameras_per_step > 1:
+        if self.per_step > 1:
             return self.next_train_batch(step)
         world_size = collectives.get_world_size()
         if self.config.train_cameras_sampling_strategy != "random" and world_size == 1:
@@ -195,7 +202,7 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
 
     def _upcoming_images(self, step: int) -> List[int]:
         """The images of the next steps (the next step's B first), as many as the stream buffer can hold."""
-        per_step = max(1, self.config.cameras_per_step)
+        per_step = self.per_step
         ahead = max(1, (self.config.stream_buffer - per_step) // per_step) if self._image_plan.mode == "stream" else 1
         world_size, rank = collectives.get_world_size(), collectives.get_rank()
         n, seed = len(self.train_dataset), self.config.train_cameras_sampling_seed
@@ -204,7 +211,7 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
     def get_train_rays_per_batch(self) -> int:
         # upstream reads cached_train[0], a decode per call when streaming
         h, w = self._train_image_sizes[0]
-        return int(h * w) * max(1, self.config.cameras_per_step)
+        return int(h * w) * self.per_step
 
     def next_train_batch(self, step: int) -> Tuple[Cameras, Dict]:
         """This rank's ``cameras_per_step`` (B) cameras for ``step`` (see the option's doc): Cameras of
@@ -214,14 +221,14 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         one-camera Cameras concatenated (their render caches serve the batch)."""
         indices = cameras_for_step(
             step, collectives.get_rank(), collectives.get_world_size(), len(self.train_dataset),
-            self.config.train_cameras_sampling_seed, self.config.cameras_per_step,
+            self.config.train_cameras_sampling_seed, self.per_step,
         )  # fmt: skip
         sizes = self._train_image_sizes
         indices = [i for i in indices if sizes[i] == sizes[indices[0]]]  # one render size per step
         self._step_image_size, self._step_image_count = sizes[indices[0]], len(indices)  # for an OOM message
         self.cached_train  # noqa: B018 (loads the images and the prefetcher first)
         datas = [self._prefetcher.get(i) for i in indices]  # images on the device, copied one step ahead
-        self._prefetcher.prefetch(self._upcoming_images(step), count=self.config.cameras_per_step)
+        self._prefetcher.prefetch(self._upcoming_images(step), count=self.per_step)
         if len(indices) == 1:
             # the only camera of its size in this step: one camera as next_train hands it ([H, W, C]
             # image, [1] Cameras), which the model renders and scores as one, not a batch of one

@@ -18,6 +18,7 @@ from typing import Iterator, List, Optional
 
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.options import check_model_options
+from ns_splat_plus.parallel.schedule import cameras_per_step_of
 from ns_splat_plus.training import colmap_checks
 
 MAX_WARMUP_STEPS = 1000
@@ -99,6 +100,8 @@ def check_cameras_per_step(config) -> None:
     """--pipeline.datamanager.cameras-per-step B: at least 1; B > 1 renders B cameras in one call,
     which the per-camera pose correction and bilateral grid do not support (refused here, at start)."""
     per_step = getattr(config.pipeline.datamanager, "cameras_per_step", 1)
+    if per_step == "auto":  # a number at launch (parallel/schedule.py), checked again then
+        return
     if per_step < 1:
         raise UserInputError(f"--pipeline.datamanager.cameras-per-step must be at least 1, got {per_step}")
     if per_step == 1:
@@ -121,7 +124,7 @@ def check_cameras_per_step_fits(config, train_images: int, world_size: int) -> N
     """B cameras per step on W ranks are W x B distinct draws of the training photos: refused when
     there are fewer photos (each would be rendered several times in one step, and the schedule,
     scaled for W x B cameras per step, would shrink for draws that are not there)."""
-    per_step = getattr(config.pipeline.datamanager, "cameras_per_step", 1)
+    per_step = cameras_per_step_of(config.pipeline.datamanager, world_size)
     if per_step * world_size <= train_images:
         return
     ranks = f" on {world_size} ranks ({per_step * world_size} per step)" if world_size > 1 else ""

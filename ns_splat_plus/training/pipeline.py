@@ -24,6 +24,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from ns_splat_plus import evaluation, upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import collectives
+from ns_splat_plus.parallel.schedule import cameras_per_step_of
 from ns_splat_plus.training import resume
 from ns_splat_plus.training.rank_record import StartupRecorder
 
@@ -57,7 +58,7 @@ class SplatPlusPipeline(VanillaPipeline):
         # run (ns-viewer) at its last step, from a training camera, without training controls (viewer/finished_run.py)
         self.viewer_hook = upstream.ViewerHook()
         if hasattr(self.model, "set_cameras_per_step"):  # the model's strategy counts epochs in steps
-            self.model.set_cameras_per_step(max(1, int(getattr(config.datamanager, "cameras_per_step", 1))))
+            self.model.set_cameras_per_step(cameras_per_step_of(config.datamanager, world_size))
 
     # --- evaluation (evaluation/): no autograd, eval images streamed, held-out split only -------
 
@@ -123,7 +124,8 @@ class SplatPlusPipeline(VanillaPipeline):
         """nerfstudio's, after checking the Gaussians fit this model (one clear error otherwise).
 
         LPIPS weights are never taken from a checkpoint: they are fixed (pretrained), and a run
-        trained offline (no LPIPS) must load where LPIPS is available, and the reverse.
+        trained offline (no LPIPS) must load where LPIPS is available, and the reverse. (Checkpoints
+        written before LPIPS was built lazily hold them; they are dropped here.)
         """
         state = dict(loaded_state)
         self.run_info = resume.pop_run_info(state)

@@ -107,6 +107,8 @@ class SplatPlusTrainerConfig(TrainerConfig):
             else strategy.options_given(sys.argv, "pipeline.model", strategy.MCMC_RECIPE),
         )
         prepare_launch(self)
+        with exit_on_user_error():  # cameras-per-step auto is a number now: what B > 1 does not work with
+            inputs.check_cameras_per_step(self)
         if loaded:  # the saved run's timestamp: this is a new run with its options (nerfstudio's --load-config)
             self.timestamp = "{timestamp}"
         explicit = self.timestamp != "{timestamp}"

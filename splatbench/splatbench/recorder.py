@@ -42,6 +42,18 @@ def package_source_digest(package: str) -> Optional[str]:
     return source_tree_digest(Path(next(iter(spec.submodule_search_locations))))
 
 
+def bytecode_cached(module: str = "nerfstudio") -> Optional[bool]:
+    """Whether ``module``'s compiled bytecode is on disk where this Python reads it (None: not installed).
+
+    Without it (``PYTHONDONTWRITEBYTECODE=1`` and a ``pip install --no-compile``, as on the lent GPU
+    machines) every process compiles the sources it imports: about 10 s of each ns-train start-up there
+    (benchmarks/2026-11-28-h200x4-startup-and-scaling), which a user's installation does not pay."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(importlib.util.cache_from_source(spec.origin)).is_file()
+
+
 def environment_info(device: Optional[torch.device] = None) -> Dict[str, Any]:
     """Versions and the accelerator this process runs on (for the report header)."""
 
@@ -59,6 +71,7 @@ def environment_info(device: Optional[torch.device] = None) -> Dict[str, Any]:
         "gsplat": version("gsplat"),
         "ns-splat-plus": version("ns-splat-plus"),
         SOURCE_DIGEST_KEY: package_source_digest("ns_splat_plus"),
+        "bytecode_cached": bytecode_cached(),
         "device_type": device.type if device is not None else None,
         "device_name": None,
     }

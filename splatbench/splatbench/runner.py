@@ -339,6 +339,14 @@ def run_benchmark(
     batches = plan_batches(settings)
     tags = [", ".join(run.tag for run in batch) + (" (together)" if len(batch) > 1 else "") for batch in batches]
     log(f"{sum(len(b) for b in batches)} runs: " + "; ".join(tags) + f"; output in {out_dir}")
+    from splatbench.recorder import bytecode_cached
+
+    if bytecode_cached() is False:
+        log(
+            "warning: nerfstudio has no compiled bytecode where this Python reads it, so every process start-up "
+            "includes compiling it (about 10 s on the GPU machines): run python -m compileall on site-packages "
+            "first (docs/development.md)"
+        )
     if settings.device_type == "cuda" and settings.prebuild_gsplat:
         children.prebuild_gsplat(out_dir, settings.timeout_s)
     runs: List[Dict[str, Any]] = []

@@ -26,7 +26,7 @@ SCENE_ARGS_MISSING = (
 DEFAULT_METHODS = ("splat-plus", "splatfacto")
 # Methods that train on several GPUs. splatfacto crashes at start on 2 GPUs (DESIGN.md): its
 # multi-GPU runs are recorded as unsupported unless --force-multi-gpu asks to try.
-MULTI_GPU_METHODS = ("splat-plus", "splat-plus-mcmc", "splat-plus-fast")
+MULTI_GPU_METHODS = ("splat-plus", "splat-plus-mcmc", "splat-plus-fast", "splat-plus-lite")
 REFINE_COUNT_KEYS = ("duplicated", "split", "pruned", "relocated", "added")
 PROBE_MODULE = "splatbench.probe"
 

@@ -1627,3 +1627,25 @@ def test_export_ply_records_the_bytes_and_vertices_of_each_runs_ply(tmp_path, mo
     assert "open3d" in broken.record["ply_error"]
     table = report.markdown_table({"runs": [broken.record]})
     assert "`splatfacto-1gpu`: no PLY size: ns-export:" in table and "open3d" in table
+
+
+def test_bytecode_cached_tells_where_start_up_compiles_sources(tmp_path, monkeypatch):
+    """A package whose bytecode is not where Python reads it (PYTHONPYCACHEPREFIX elsewhere, or never
+    written) is reported False; after compileall, True; the environment record carries it."""
+    import compileall
+    import importlib
+    import sys
+
+    from splatbench.recorder import bytecode_cached, environment_info
+
+    package = tmp_path / "pkg_without_pyc"
+    package.mkdir()
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "pycache"))
+    importlib.invalidate_caches()
+    assert bytecode_cached("pkg_without_pyc") is False
+    assert compileall.compile_dir(str(package), quiet=1)
+    assert bytecode_cached("pkg_without_pyc") is True
+    assert bytecode_cached("no_such_package_here") is None
+    assert "bytecode_cached" in environment_info(None)

@@ -250,3 +250,55 @@ def test_metrics_run_on_the_host_where_they_would_take_the_device_above_the_trai
         assert not fits_on_device(cuda, need, limit_bytes=held + need - 1, allocated_bytes=held)
     assert fits_on_device(cuda, 10**12, limit_bytes=None, allocated_bytes=10**12)  # no training peak known
     assert fits_on_device(torch.device("cpu"), 10**12, limit_bytes=1, allocated_bytes=10**12)
+
+
+def test_lpips_is_built_at_the_first_evaluation_not_at_start_up(tmp_path, monkeypatch):
+    """Set-up and training never build LPIPS (nor try AlexNet's download: offline, every rank waited for it
+    to fail before step 0); the first evaluation that scores images builds it, once."""
+    from ns_splat_plus import upstream
+
+    built = []
+    real = upstream.build_lpips
+    monkeypatch.setattr(upstream, "build_lpips", lambda warn=True: built.append(warn) or real(warn=warn))
+    scene = small_scene(tmp_path / "scene")
+    config = trainer_config(scene, tmp_path / "out", steps=3)
+    config.warmup_steps = 0
+    trainer = build_trainer(config)
+    trainer.train()
+    close_writers()
+    assert built == [], "LPIPS was built before any evaluation"
+    assert "lpips" not in trainer.pipeline.model.state_dict() and not any(
+        k.startswith("lpips.") for k in trainer.pipeline.model.state_dict()
+    ), "LPIPS weights would be written into checkpoints"
+    evaluation.evaluate_all_images(trainer.pipeline)
+    evaluation.evaluate_all_images(trainer.pipeline)
+    assert built == [False], built
+
+
+def test_training_is_bitwise_the_same_whether_or_not_lpips_can_be_built(tmp_path, monkeypatch):
+    """LPIPS is built at the first evaluation, mid-run: building it (AlexNet's initial draws) must not move
+    the training's random stream (the random background draws from it every step). 20 steps with a refine
+    and an all-images evaluation at step 10, once without AlexNet's weights and once with stand-in weights."""
+    import torchvision
+
+    from ns_splat_plus import upstream
+
+    scene = small_scene(tmp_path / "scene")
+    finals = {}
+    for label in ("without weights", "with weights"):
+        monkeypatch.setenv("TORCH_HOME", str(tmp_path / f"torch-home-{label.replace(' ', '-')}"))
+        if label == "with weights":
+            path = upstream.alexnet_weights_path()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(torchvision.models.alexnet(weights=None).state_dict(), path)
+        config = trainer_config(scene, tmp_path / label.replace(" ", "-"), steps=20)
+        config.steps_per_eval_all_images = 10
+        config.warmup_steps = 0  # warmup is tested elsewhere; saves time here
+        trainer = build_trainer(config)
+        trainer.train()
+        close_writers()
+        model = trainer.pipeline.model
+        assert (model.lpips is not None) == (label == "with weights"), label
+        finals[label] = {k: v.detach().clone() for k, v in model.gauss_params.items()}
+    a, b = finals.values()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "LPIPS moved the training's randomness"

@@ -210,6 +210,57 @@ def test_launch_scales_for_b_cameras_on_one_process(tmp_path):
     assert config.max_num_iterations == 30000 // 4
 
 
+def test_auto_cameras_per_step_keeps_four_cameras_per_step_in_all():
+    """The rule of ``cameras-per-step auto``: W x B = 4 where W divides 4, at most 4 otherwise, B >= 1."""
+    from ns_splat_plus.parallel.schedule import AUTO_EFFECTIVE_BATCH, auto_cameras_per_step
+
+    assert AUTO_EFFECTIVE_BATCH == 4  # splat-plus-fast's batch, the one compared with splatfacto (docs)
+    assert [auto_cameras_per_step(w) for w in (1, 2, 3, 4, 5, 8, 64)] == [4, 2, 1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("world_size, per_rank", [(1, 4), (2, 2), (4, 1)])
+def test_auto_is_a_number_before_anything_reads_it(world_size, per_rank):
+    """resolve_cameras_per_step writes B into the config (the saved config.yml holds the number), and
+    every reader gives the same B before and after."""
+    import copy
+
+    from ns_splat_plus.parallel.schedule import cameras_per_step_of, resolve_cameras_per_step
+
+    config = copy.deepcopy(splat_plus_fast.config)
+    assert config.pipeline.datamanager.cameras_per_step == "auto"
+    assert cameras_per_step_of(config.pipeline.datamanager, world_size) == per_rank
+    assert effective_batch(config, world_size) == world_size * per_rank
+    assert resolve_cameras_per_step(config, world_size) == per_rank
+    assert config.pipeline.datamanager.cameras_per_step == per_rank
+    assert resolve_cameras_per_step(config, world_size) is None  # a number stays as it is
+    assert effective_batch(config, world_size) == world_size * per_rank
+
+
+def test_launch_resolves_auto_and_says_so(capsys):
+    import copy
+
+    config = copy.deepcopy(splat_plus_fast.config)
+    config.machine.device_type = "cpu"
+    parallel.prepare_launch(config)
+    assert config.pipeline.datamanager.cameras_per_step == 4 and config.max_num_iterations == 30000 // 4
+    out = capsys.readouterr().out
+    assert "cameras-per-step auto: 4 per rank on 1 rank (4 cameras per step)" in out
+    assert "schedule for 1 rank x 4 cameras per step" in out
+
+
+def test_auto_with_the_camera_optimizer_is_refused_where_it_gives_b_above_1():
+    """The check of what B > 1 does not work with runs again once auto is a number (at launch)."""
+    import copy
+
+    config = copy.deepcopy(splat_plus_fast.config)
+    config.pipeline.model.camera_optimizer.mode = "SO3xR3"
+    inputs.check_cameras_per_step(config)  # auto: not yet a number
+    config.machine.device_type = "cpu"
+    parallel.prepare_launch(config)
+    with pytest.raises(UserInputError, match="cameras-per-step 4 does not work with"):
+        inputs.check_cameras_per_step(config)
+
+
 def test_launch_applies_the_steps_scaler_and_says_so(capsys):
     import copy
 
@@ -233,9 +284,9 @@ def test_fast_preset():
     from ns_splat_plus.method import splat_plus
 
     fast, base = copy.deepcopy(splat_plus_fast.config), copy.deepcopy(splat_plus.config)
-    b = fast.pipeline.datamanager.cameras_per_step
+    b = effective_batch(fast, 1)  # one process renders the B cameras of a step at once (auto: 4 on one GPU)
     assert fast.method_name == "splat-plus-fast" and b > 1 and base.pipeline.datamanager.cameras_per_step == 1
-    assert effective_batch(fast, 1) == b  # one process renders the B cameras of a step at once
+    assert effective_batch(fast, 2) == b  # on 2 GPUs the same cameras per step in all: 2 each
     assert fast.fused_adam_on("cpu") and not base.fused_adam_on("cpu")  # fused even where the default is not
     for told in (f"{b} cameras per step", f"1/{b} of the steps", f"x sqrt({b})", f"betas ^{b}"):
         assert told in splat_plus_fast.description, told
@@ -288,7 +339,7 @@ def test_torchrun_two_cpu_ranks_with_two_cameras_each_stay_identical(tmp_path):
         "--experiment-name", "dp", "--timestamp", "run",
         "--machine.device-type", "cpu", "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
         "--logging.local-writer.enable", "False", "--warmup-steps", "0",
-        "--pipeline.datamanager.cameras-per-step", "2",
+        "--pipeline.datamanager.cameras-per-step", "auto",  # 2 on 2 ranks: the same as passing 2, once resolved
         # the one-camera schedule below, for 2 ranks x 2 cameras: 16 steps, refine every 2 from step 2
         "--max-num-iterations", "64", "--pipeline.model.num-downscales", "0",
         "--pipeline.model.warmup-length", "8", "--pipeline.model.refine-every", "8",
@@ -298,6 +349,7 @@ def test_torchrun_two_cpu_ranks_with_two_cameras_each_stay_identical(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-5000:]
+    assert output.count("cameras-per-step auto: 2 per rank on 2 ranks (4 cameras per step)") == 1  # rank 0's
     assert "schedule for 2 ranks x 2 cameras per step: max_num_iterations 64->16" in output
     run = tmp_path / "out" / "dp" / "splat-plus" / "run"
     ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in range(2)]

@@ -69,6 +69,44 @@ def test_write_run_plot_reads_the_run_folder_and_its_tensorboard_eval(tmp_path: 
     assert_png(tmp_path / run_plots.PLOT_NAME)
 
 
+def test_eval_metrics_are_read_past_images_and_a_cut_last_record(tmp_path: Path):
+    """The reader skips image records unread (tensorboard's own checks their CRC in pure Python: a
+    minute for 30 large eval images) and gives tensorboard's values; a file cut mid-record (still being
+    written) gives what came before the cut."""
+    import numpy as np
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.compat.proto.event_pb2 import Event
+    from torch.utils.tensorboard import SummaryWriter
+
+    events = SummaryWriter(log_dir=str(tmp_path))
+    noise = (np.random.default_rng(0).random((3, 200, 200)) * 255).astype(np.uint8)  # a PNG over 64 KiB
+    for step, psnr in ((10, 17.5), (20, 20.25), (30, 21.0)):
+        events.add_image("Eval Images/img", noise, step)
+        events.add_scalar("Eval Images Metrics/psnr", psnr, step)
+        events.add_scalar("Eval Images Metrics Dict (all images)/ssim", psnr / 40, step)
+    events.close()
+    (path,) = tmp_path.glob("events.out.tfevents.*")
+    small = list(run_plots._small_events(path, Event))
+    assert small and not any(v.tag == "Eval Images/img" for e in small for v in e.summary.value), "an image was parsed"
+    everything = list(EventFileLoader(str(path)).Load())
+    assert sum(v.tag == "Eval Images/img" for e in everything for v in e.summary.value) == 3  # the file holds them
+    want = {
+        "one eval image": {"psnr": [(10, 17.5), (20, 20.25), (30, 21.0)]},
+        "all eval images": {"ssim": [(10, 17.5 / 40), (20, 20.25 / 40), (30, 21.0 / 40)]},
+    }
+    got = run_plots.read_eval_metrics(tmp_path)
+    assert got.keys() == want.keys()
+    for group, metrics in want.items():
+        for key, series in metrics.items():
+            assert [s for s, _ in got[group][key]] == [s for s, _ in series]
+            assert [v for _, v in got[group][key]] == pytest.approx([v for _, v in series])
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 20])  # the last scalar record cut short
+    cut = run_plots.read_eval_metrics(tmp_path)
+    assert cut["one eval image"]["psnr"] == got["one eval image"]["psnr"]
+    assert [s for s, _ in cut["all eval images"]["ssim"]] == [10, 20]
+
+
 def test_no_matplotlib_costs_one_line_and_no_plot(tmp_path: Path, monkeypatch, capsys):
     import sys
 
