@@ -170,6 +170,21 @@ def test_a_streamed_photo_truncated_from_the_start_is_named_by_warmup(tmp_path, 
 # --- 5. Ctrl-C during start-up --------------------------------------------------------------------
 
 
+SLOW_DATASET = """
+import time
+from ns_splat_plus.training import datamanager
+parsed = datamanager.SplatPlusDataManager.__init__
+def parsed_then_held(self, *args, **kwargs):
+    parsed(self, *args, **kwargs)
+    time.sleep(5)
+datamanager.SplatPlusDataManager.__init__ = parsed_then_held
+from nerfstudio.scripts.train import entrypoint
+entrypoint()
+"""
+"""ns-train, with 5 s more of dataset set-up (after the dataset is parsed, before the model): start-up
+lasts longer than the test's reaction to a line of output, on any machine."""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "after",
@@ -177,7 +192,12 @@ def test_a_streamed_photo_truncated_from_the_start_is_named_by_warmup(tmp_path, 
     ids=["config", "dataset"],
 )
 def test_sigint_during_startup_is_one_line_and_leaves_no_run_directory(scene, tmp_path, after):
-    run = Launched(ns_train_cmd(scene, tmp_path, "early", 100000, timestamp=None))
+    """ns-train's own entry point and options, with the dataset set-up held 5 s longer (``SLOW_DATASET``):
+    the Ctrl-C sent when ``after`` appears must land in start-up, and on the tiny scene start-up ended
+    within the test's reaction time once the model stopped importing torchmetrics and scikit-learn."""
+    run = Launched(
+        [sys.executable, "-c", SLOW_DATASET, *ns_train_cmd(scene, tmp_path, "early", 100000, timestamp=None)[1:]]
+    )
     run.wait_for(re.escape(after))
     run.proc.send_signal(signal.SIGINT)
     proc = run.finish()
