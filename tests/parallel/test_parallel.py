@@ -11,10 +11,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import clirun
 import numpy as np
 import pytest
 import torch
-from clirun import console_script, free_port
+from clirun import console_script, free_port, ns_train_cmd, torchrun_cmd
 
 from ns_splat_plus import parallel
 from ns_splat_plus.parallel import devices
@@ -329,44 +330,11 @@ def test_cli_cuda_without_gpu_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize("method", ["splat-plus", "splat-plus-mcmc"])
 def test_torchrun_two_cpu_ranks_stay_identical_through_densification(tmp_path, method):
     scene = make_scene(tmp_path / "scene", SceneSpec(n_views=24, width=64, height=48))
-    cmd = [
-        console_script("torchrun"),
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        str(free_port()),
-        console_script("ns-train"),
-        method,
-        "--data",
-        str(scene),
-        "--output-dir",
-        str(tmp_path / "out"),
-        "--experiment-name",
-        "dp",
-        "--timestamp",
-        "run",
-        "--machine.device-type",
-        "cpu",
-        "--vis",
-        "tensorboard",
-        "--viewer.quit-on-train-completion",
-        "True",
-        "--logging.local-writer.enable",
-        "False",
-        # the single-process schedule below, run by 2 ranks: scaled to 30 steps, refine every 5 from step 5
-        "--max-num-iterations",
-        "60",
-        "--pipeline.model.num-downscales",
-        "0",
-        "--pipeline.model.warmup-length",
-        "10",
-        "--pipeline.model.refine-every",
-        "10",
-        "--data-parallel.replica-check-every",
-        "5",
-        "colmap",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    # the single-process schedule below, run by 2 ranks: scaled to 30 steps, refine every 5 from step 5
+    extra = ("--pipeline.model.warmup-length", "10", "--pipeline.model.refine-every", "10")
+    extra += ("--data-parallel.replica-check-every", "5")
+    cmd = torchrun_cmd(2, ns_train_cmd(scene, tmp_path / "out", "dp", 60, *extra, method=method, warmup_steps=None))
+    proc = clirun.run(cmd)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-5000:]
     assert "splat-plus: using 2 CPU processes (0 GPUs) via torchrun" in output

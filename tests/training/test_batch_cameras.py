@@ -5,12 +5,11 @@ one, identical replicas on 2 ranks, and the schedule scaled for W x B; the splat
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
+import clirun
 import pytest
 import torch
-from clirun import console_script
+from clirun import ns_train_cmd, torchrun_cmd
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
@@ -327,26 +326,12 @@ def test_camera_optimizer_with_several_cameras_is_one_error_at_start():
 
 @pytest.mark.slow
 def test_torchrun_two_cpu_ranks_with_two_cameras_each_stay_identical(tmp_path):
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     scene = make_scene(tmp_path / "scene", SceneSpec(n_views=24, width=64, height=48))
-    cmd = [
-        console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(port),
-        console_script("ns-train"), "splat-plus", "--data", str(scene), "--output-dir", str(tmp_path / "out"),
-        "--experiment-name", "dp", "--timestamp", "run",
-        "--machine.device-type", "cpu", "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
-        "--logging.local-writer.enable", "False", "--warmup-steps", "0",
-        "--pipeline.datamanager.cameras-per-step", "auto",  # 2 on 2 ranks: the same as passing 2, once resolved
-        # the one-camera schedule below, for 2 ranks x 2 cameras: 16 steps, refine every 2 from step 2
-        "--max-num-iterations", "64", "--pipeline.model.num-downscales", "0",
-        "--pipeline.model.warmup-length", "8", "--pipeline.model.refine-every", "8",
-        "--data-parallel.replica-check-every", "4",
-        "colmap",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=540, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    extra = ("--pipeline.datamanager.cameras-per-step", "auto")  # 2 on 2 ranks: the same as passing 2, once resolved
+    # the one-camera schedule below, for 2 ranks x 2 cameras: 16 steps, refine every 2 from step 2
+    extra += ("--pipeline.model.warmup-length", "8", "--pipeline.model.refine-every", "8")
+    extra += ("--data-parallel.replica-check-every", "4")
+    proc = clirun.run(torchrun_cmd(2, ns_train_cmd(scene, tmp_path / "out", "dp", 64, *extra)), timeout=540)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-5000:]
     assert output.count("cameras-per-step auto: 2 per rank on 2 ranks (4 cameras per step)") == 1  # rank 0's
