@@ -116,7 +116,7 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         if collectives.is_distributed():  # the single eval image of a step comes from this rank's share
             self.eval_unseen_cameras = self.eval_indices()
 
-    @property
+    @cached_property  # read several times a step: derived once (the option and the world size are fixed)
     def per_step(self) -> int:
         """B, this rank's cameras per step (``cameras-per-step auto`` resolved for the world size)."""
         return cameras_per_step_of(self.config, collectives.get_world_size())
