@@ -118,6 +118,43 @@ def run(
     )  # fmt: skip
 
 
+def once(tmp_path_factory, key: str, make):
+    """``make(folder)`` (which returns JSON-able data) made once in a test session and shared by every test
+    that asks for ``key``, in any pytest-xdist worker (under a file lock, in a folder of the session's
+    temporary folder: the runs it leaves there are the same for every test that reads them); its data."""
+    import json
+
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's folder, above each worker's own
+    folder, saved = base / f"once-{key}", base / f"once-{key}.json"
+    with FileLock(str(saved) + ".lock"):
+        if not saved.exists():
+            folder.mkdir(exist_ok=True)
+            saved.write_text(json.dumps(make(folder)))
+    return json.loads(saved.read_text())
+
+
+def run_once(tmp_path_factory, key: str, cmd: Sequence[str], **kw) -> subprocess.CompletedProcess:
+    """:func:`run` (same ``cmd`` and ``kw``; by default in a folder of its own) made once in a test session and
+    shared by the tests that ask for ``key`` (:func:`once`): for commands whose output several tests only read,
+    such as ``ns-train splat-plus --help``."""
+
+    def make(folder: Path) -> list:
+        proc = run(cmd, **{"cwd": folder, **kw})
+        return [proc.returncode, proc.stdout, proc.stderr]
+
+    returncode, stdout, stderr = once(tmp_path_factory, key, make)
+    return subprocess.CompletedProcess(list(cmd), returncode, stdout, stderr)
+
+
+def ns_train_help(tmp_path_factory) -> subprocess.CompletedProcess:
+    """``ns-train splat-plus --help`` (200 columns), once per test session (:func:`run_once`)."""
+    return run_once(tmp_path_factory, "ns-train-splat-plus-help", [console_script("ns-train"), "splat-plus", "--help"])
+
+
 def ns_train(data: Path, out: Path, name: str, steps: int, *extra: str, **kw) -> subprocess.CompletedProcess:
     """Runs :func:`ns_train_cmd` (same arguments) as a batch job."""
     return run(ns_train_cmd(data, out, name, steps, *extra, **kw))

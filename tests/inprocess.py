@@ -60,6 +60,27 @@ def build_trainer(config):
     return trainer
 
 
+def run_config(scene: Path, out: Path, name: str, steps: int, timestamp: str = "run"):
+    """:func:`trainer_config` laid out as a CLI run of ``clirun.ns_train(scene, out, name, steps)``
+    (``out/name/splat-plus/timestamp``), no warmup: a run for a test that only reads it (ns-eval, ns-export,
+    --load-dir, --load-config) or one whose subject is not the command line."""
+    config = trainer_config(scene, out, steps=steps)
+    config.experiment_name = name
+    config.timestamp = timestamp
+    config.warmup_steps = 0
+    return config
+
+
+def train(config):
+    """Builds and trains ``config`` in this process (ns-train's train_loop); the finished trainer."""
+    try:
+        trainer = build_trainer(config)
+        trainer.train()
+    finally:
+        close_writers()
+    return trainer
+
+
 def close_writers() -> None:
     for event_writer in writer.EVENT_WRITERS:
         inner = getattr(event_writer, "tb_writer", None)

@@ -1,7 +1,9 @@
 """What the console says at the end of a run and of ns-eval, and only once (issue 46, section 2).
 
 One run of the documented multi-rank command (torchrun, 2 CPU ranks) with evaluations on, then
-ns-eval with the command the run printed, then ns-export: the real commands, stdout a pipe.
+ns-eval with the command the run printed, then ns-export: the real commands, stdout a pipe. The run and
+ns-eval are shared_runs.two_ranks_with_evaluations, made once for this file and
+tests/parallel/test_rank_local_images.py (which checks the ranks' shards and the split evaluation on them).
 
 * the end of training: one line with the steps, wall time, Gaussian count and the ns-eval command;
   nerfstudio's "Training Finished" box once, not once per rank;
@@ -15,22 +17,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
-import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 from clirun import console_script
+from shared_runs import TWO_RANKS_SUMMARY, two_ranks_with_evaluations
 
-from splatbench.scenes import SceneSpec, make_scene
-
-SPEC = SceneSpec(n_views=16, width=32, height=24, focal=28.0, n_points=200)
-"""16 views: 2 held out (every 8th), so that each of the 2 ranks scores one in the all-images evaluation."""
 LPIPS_LINE = "LPIPS unavailable"
-SUMMARY = re.compile(
-    r"Trained 2 steps in \d+\.\d s \(\d+\.\d s since the process started\): ([\d,]+) Gaussians\. "
-    r"Next: (ns-eval --load-config \S+ --output-path \S+)"
-)
+SUMMARY = re.compile(TWO_RANKS_SUMMARY)
 
 
 def _run(cmd, timeout: int = 540) -> subprocess.CompletedProcess:
@@ -48,29 +43,15 @@ def _run(cmd, timeout: int = 540) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    """torchrun, 2 CPU ranks, 2 steps (4 one-camera steps scaled for 2 ranks), an all-images evaluation every step."""
-    tmp = tmp_path_factory.mktemp("summary")
-    scene = make_scene(tmp / "scene", SPEC)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [
-        console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(port),
-        console_script("ns-train"), "splat-plus", "--data", str(scene), "--output-dir", str(tmp / "out"),
-        "--experiment-name", "summary", "--timestamp", "run", "--max-num-iterations", "4",
-        "--machine.device-type", "cpu", "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
-        "--warmup-steps", "0", "--pipeline.model.num-downscales", "0",
-        "--steps-per-eval-all-images", "2", "--steps-per-eval-image", "100000", "--steps-per-eval-batch", "0",
-        "colmap",
-    ]  # fmt: skip
-    proc = _run(cmd)
-    assert proc.returncode == 0, proc.stdout[-5000:]
-    return proc.stdout, tmp / "out" / "summary" / "splat-plus" / "run"
+    """torchrun, 2 CPU ranks, 16 steps with an all-images evaluation at the last, then the printed ns-eval."""
+    shared = two_ranks_with_evaluations(tmp_path_factory)
+    assert shared["train"]["returncode"] == 0, shared["train"]["output"][-5000:]
+    return shared["train"]["output"], Path(shared["run_dir"]), shared["eval"]
 
 
 @pytest.mark.slow
 def test_training_ends_with_one_summary_line_and_one_box(two_ranks):
-    output, run = two_ranks
+    output, run, _ = two_ranks
     found = SUMMARY.findall(re.sub(r"\s+", " ", output))  # rich may wrap the long line
     problems = []
     if len(found) != 1:
@@ -90,15 +71,14 @@ def test_training_ends_with_one_summary_line_and_one_box(two_ranks):
 
 @pytest.mark.slow
 def test_ns_eval_prints_its_metrics_and_ns_export_no_lpips_warning(two_ranks, tmp_path):
-    output, run = two_ranks
+    output, run, evaluated = two_ranks
     command = SUMMARY.findall(re.sub(r"\s+", " ", output))[0][1]
-    args = shlex.split(command)
-    proc = _run([console_script(args[0]), *args[1:]])
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert evaluated is not None and evaluated["command"] == command  # ns-eval ran the printed command
+    assert evaluated["returncode"] == 0, evaluated["stdout"][-4000:]
     results = json.loads((run / "metrics.json").read_text())["results"]
-    line = f"PSNR {results['psnr']:.2f} dB, SSIM {results['ssim']:.3f}, LPIPS n/a on 2 held-out images"
-    assert line in proc.stdout.replace("\n", ""), proc.stdout[-4000:]
-    assert proc.stdout.count(LPIPS_LINE) == 1, proc.stdout[-4000:]
+    line = f"PSNR {results['psnr']:.2f} dB, SSIM {results['ssim']:.3f}, LPIPS n/a on 3 held-out images"
+    assert line in evaluated["stdout"].replace("\n", ""), evaluated["stdout"][-4000:]
+    assert evaluated["stdout"].count(LPIPS_LINE) == 1, evaluated["stdout"][-4000:]
 
     proc = _run(
         [

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clirun import assert_ok, assert_one_message, console_script, ns_train_cmd, run, run_dir
+from clirun import assert_ok, assert_one_message, ns_train_cmd, run, run_dir
+from shared_runs import FIRST_HOUR_SCENE, short_run_command, short_splat_plus_run
 
-from splatbench.scenes import SceneSpec, make_scene
+from splatbench.scenes import make_scene
 
-TINY_SCENE = SceneSpec(n_views=8, width=64, height=48, focal=56.0, n_points=200)
-"""Large enough for the default resolution schedule's 1/4 (16x12: the SSIM window fits)."""
+TINY_SCENE = FIRST_HOUR_SCENE  # large enough for the default resolution schedule's 1/4 (16x12: the SSIM window fits)
 
 
 @pytest.fixture(scope="module")
@@ -70,34 +70,14 @@ def short_run_lines(output: str):
 
 
 @pytest.mark.slow
-def test_short_run_says_it_does_not_densify_or_reach_full_resolution(scene, tmp_path):
+def test_short_run_says_it_does_not_densify_or_reach_full_resolution(scene, tmp_path, tmp_path_factory):
     # the README's command with only --max-num-iterations: the default schedule (refines from step 500,
-    # full resolution from step 6000); here 2 steps, so both are missed
-    cmd = [
-        console_script("ns-train"),
-        "splat-plus",
-        "--data",
-        str(scene),
-        "--output-dir",
-        str(tmp_path),
-        "--experiment-name",
-        "short",
-        "--timestamp",
-        "run",
-        "--max-num-iterations",
-        "2",
-        "--warmup-steps",
-        "0",
-        "--machine.device-type",
-        "cpu",
-        "--vis",
-        "tensorboard",
-        "colmap",
-    ]
-    proc = run(cmd)
-    assert_ok(proc)
-    lines = short_run_lines(proc.stdout)
-    assert len(lines) == 2, proc.stdout[-3000:]
+    # full resolution from step 6000); here 2 steps, so both are missed. The run (ns-train's entry point, which
+    # also lists the modules imported at step 0) is shared with tests/cli/test_startup_imports.py.
+    short = short_splat_plus_run(tmp_path_factory)
+    assert short["returncode"] == 0, short["stdout"][-3000:] + short["stderr"][-3000:]
+    lines = short_run_lines(short["stdout"])
+    assert len(lines) == 2, short["stdout"][-3000:]
     assert lines[0].startswith("Short run: the first refine would be at step 600, after the last step 1: "), lines
     assert "this run does not densify" in lines[0]
     assert lines[1].startswith("Short run: the resolution schedule ends at step 6000, after the last step 1: "), lines
@@ -105,9 +85,7 @@ def test_short_run_says_it_does_not_densify_or_reach_full_resolution(scene, tmp_
 
     # splat-plus-lite's schedule is a third of splatfacto's (--steps-scaler 1/3): --max-num-iterations 6 runs
     # 2 steps, its refines start after step 167 (every 100), the resolution schedule ends at 2 x 2000
-    cmd[1] = "splat-plus-lite"
-    cmd[cmd.index("--max-num-iterations") + 1] = "6"
-    proc = run(cmd)
+    proc = run(short_run_command(scene, tmp_path, method="splat-plus-lite", steps=6))
     assert_ok(proc)
     lines = short_run_lines(proc.stdout)
     assert len(lines) == 2, proc.stdout[-3000:]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from clirun import assert_ok, cli_env, console_script, run
+from clirun import assert_ok, ns_train_help
 
 HIDDEN = [
     "--pipeline.datamanager.cache-images",
@@ -26,8 +26,8 @@ def _listed(help_text: str, option: str) -> bool:
 
 
 @pytest.mark.slow
-def test_ns_train_splat_plus_help_lists_no_option_splat_plus_ignores(tmp_path):
-    proc = run([console_script("ns-train"), "splat-plus", "--help"], env=cli_env(), cwd=tmp_path)
+def test_ns_train_splat_plus_help_lists_no_option_splat_plus_ignores(tmp_path_factory):
+    proc = ns_train_help(tmp_path_factory)  # run once, also read by tests/cli/test_options.py and tests/docs
     assert_ok(proc)
     assert [o for o in HIDDEN if _listed(proc.stdout, o)] == [], proc.stdout
     assert [o for o in KEPT if not _listed(proc.stdout, o)] == [], proc.stdout

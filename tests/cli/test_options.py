@@ -8,13 +8,11 @@ a config loaded again is not scaled twice; config.yml files written before the m
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from clirun import console_script
+from clirun import ns_train_help
 
 from ns_splat_plus import parallel
 from ns_splat_plus.method import splat_plus_fast, splat_plus_trainer_config
@@ -24,14 +22,8 @@ LEGACY_CONFIG = Path(__file__).parents[1] / "data" / "legacy-run-0.1.0" / "confi
 
 
 @pytest.mark.slow
-def test_help_lists_the_options_and_not_the_bookkeeping():
-    proc = subprocess.run(
-        [console_script("ns-train"), "splat-plus", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+def test_help_lists_the_options_and_not_the_bookkeeping(tmp_path_factory):
+    proc = ns_train_help(tmp_path_factory)  # run once, also read by tests/cli/test_help.py and tests/docs
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "--fused-adam" in proc.stdout and "--data-parallel.lr-scaling" in proc.stdout
     assert "scaled-for" not in proc.stdout and "scaled_for" not in proc.stdout

@@ -9,42 +9,21 @@ end) and torchvision's AlexNet weights for LPIPS (built at the first evaluation 
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-
 import pytest
-from clirun import assert_ok, ns_train_cmd, run
-
-from splatbench.scenes import SceneSpec, make_scene
+from shared_runs import short_splat_plus_run
 
 pytestmark = pytest.mark.slow
 
 NOT_AT_START_UP = ("torchmetrics", "sklearn", "matplotlib.pyplot", "transformers")
 """Modules a CPU training run must not have imported when its first step starts."""
 
-# ns-train's own entry point, with the training loop's step wrapped to list the imported modules at step 0
-DRIVER = """
-import json, os, sys
-import ns_splat_plus.training.loop as loop
-step_of_loop = loop.run_training_step
-def listing_step(trainer, step):
-    if step == 0:
-        json.dump(sorted(sys.modules), open(os.environ["MODULES_AT_STEP_0"], "w"))
-    return step_of_loop(trainer, step)
-loop.run_training_step = listing_step
-from nerfstudio.scripts.train import entrypoint
-entrypoint()
-"""
 
-
-def test_a_cpu_run_imports_no_module_it_does_not_need_before_its_first_step(tmp_path):
-    scene = make_scene(tmp_path / "scene", SceneSpec(n_views=8, width=32, height=24, focal=28.0, n_points=200))
-    listing = tmp_path / "modules.json"
-    cmd = ns_train_cmd(scene, tmp_path / "out", "imports", 2)
-    proc = run([sys.executable, "-c", DRIVER, *cmd[1:]], MODULES_AT_STEP_0=str(listing))
-    assert_ok(proc)
-    modules = set(json.loads(Path(listing).read_text()))
+def test_a_cpu_run_imports_no_module_it_does_not_need_before_its_first_step(tmp_path_factory):
+    # a 2-step run of the README's command (the default schedule and writers) through ns-train's own entry point,
+    # its training step wrapped to list the modules at step 0; shared with tests/cli/test_first_hour.py
+    short = short_splat_plus_run(tmp_path_factory)
+    assert short["returncode"] == 0, short["stdout"][-3000:] + short["stderr"][-3000:]
+    modules = set(short["modules"])
     assert "ns_splat_plus.model.model" in modules and "gsplat" in modules  # the listing is of a real run
     loaded = [m for m in NOT_AT_START_UP if m in modules]
     assert not loaded, f"imported before the first training step: {loaded}"

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
+from clirun import ns_train_help
 from doc_examples import (
     LANGUAGES,
     QUICKSTART,
@@ -39,7 +40,6 @@ from doc_examples import (
     README_MAX_LINES,
     REPO,
     Block,
-    _bin,
     _env,
     _workdir,
     all_blocks,
@@ -265,14 +265,13 @@ def test_every_block_is_fenced_with_a_known_language_and_classified():
 
 
 @pytest.mark.slow
-def test_options_in_the_readme_table_exist(tmp_path):
+def test_options_in_the_readme_table_exist(tmp_path_factory):
     """Every option of the README's options table is one `ns-train splat-plus --help` knows."""
     readme = README.read_text(encoding="utf-8")
     table = readme.split("| option | default | what it does |", 1)[1].split("\n\n", 1)[0]
     options = re.findall(r"^\| `(--[\w.-]+)", table, re.MULTILINE)
     assert len(options) >= 10, options
-    help_text = subprocess.run([_bin("ns-train"), "splat-plus", "--help"], capture_output=True, text=True,
-                               env=_env(), timeout=300, cwd=tmp_path).stdout  # fmt: skip
+    help_text = ns_train_help(tmp_path_factory).stdout  # run once, also read by tests/cli/test_help.py, test_options.py
     unknown = [o for o in options if not re.search(re.escape(o.rstrip(".")) + r"[\s.{]", help_text)]
     assert not unknown, f"not in `ns-train splat-plus --help`: {unknown}"
 

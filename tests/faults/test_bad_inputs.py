@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from clirun import (
     SPARSE,
     TINY_SCENE,
@@ -29,6 +30,8 @@ from clirun import (
     run,
     run_dir,
 )  # fmt: skip
+from inprocess import run_config, train
+from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 
 from splatbench.scenes import make_scene
 
@@ -40,10 +43,12 @@ def scene(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(scene, tmp_path_factory) -> Path:
-    """One finished run (3 steps, one checkpoint per step kept), shared by the resume and eval tests."""
-    out = tmp_path_factory.mktemp("trained")
-    assert_ok(ns_train(scene, out, "base", 3, "--steps-per-save", "1", "--save-only-latest-checkpoint", "False"))
-    return run_dir(out, "base")
+    """One finished run (3 steps, one checkpoint per step kept), shared by the resume and eval tests; trained
+    in this process (they read it through the CLI: ns-train's refusals, ns-eval, ns-export)."""
+    config = run_config(scene, tmp_path_factory.mktemp("trained"), "base", 3)
+    config.steps_per_save = 1
+    config.save_only_latest_checkpoint = False
+    return train(config).base_dir
 
 
 # --- 1. options that cannot work -------------------------------------------------------------------
@@ -130,7 +135,7 @@ def test_automatic_timestamp_claimed_twice_gives_two_directories(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])  # both: each has its own default action
-def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig):
+def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig, capsys):
     name = sig.name.lower()
     # a checkpoint every 2 steps tells us the loop (and its signal handlers) runs
     proc = subprocess.Popen(
@@ -158,9 +163,15 @@ def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig):
     step = int(state["step"])
     assert saved.name == f"step-{step:09d}.ckpt"
 
-    resumed = ns_train(scene, tmp_path, name + "_resumed", step + 3, "--load-dir", str(run / "nerfstudio_models"))
-    assert_ok(resumed)
-    assert f"Resumed from {saved}: step {step}" in resumed.stdout.replace("\n", "")
+    # the resume, in this process with the run's own config.yml (what --load-dir does after parsing it; the
+    # command line's --load-dir resumes in tests/docs/test_docs.py's evaluation-and-resume.md example)
+    config = yaml.load((run / "config.yml").read_text(), Loader=yaml.Loader)
+    config.experiment_name, config.max_num_iterations = name + "_resumed", step + 3
+    config.load_dir = run / "nerfstudio_models"
+    capsys.readouterr()
+    train(config)
+    printed = "".join(capsys.readouterr().out.split())  # the console wraps at its width
+    assert "".join(f"Resumed from {saved}: step {step}".split()) in printed, printed[-3000:]
     final = checkpoints(run_dir(tmp_path, name + "_resumed"))[-1]
     assert int(torch.load(final, map_location="cpu", weights_only=True)["step"]) == step + 2
 
@@ -176,9 +187,13 @@ def test_colmap_scene_without_the_colmap_subcommand(scene, tmp_path):
 
 @pytest.mark.slow
 def test_random_init_trains_without_points3d(scene, tmp_path):
+    """In this process: the start-up checks (inputs.preflight, in the trainer's set-up) and training;
+    the message that names --pipeline.model.random-init True comes through ns-train in tests/cli/test_cli.py."""
     data = copy_scene(scene, tmp_path / "nopoints")
     (data / SPARSE / "points3D.txt").unlink()
-    assert_ok(ns_train(data, tmp_path, "random", 2, "--pipeline.model.random-init", "True"))
+    config = run_config(data, tmp_path, "random", 2)
+    config.pipeline.model.random_init = True
+    train(config)
     assert checkpoints(run_dir(tmp_path, "random"))
 
 
@@ -196,7 +211,12 @@ def _only_images_2(scene: Path, dest: Path) -> Path:
 @pytest.mark.slow
 def test_only_downscaled_images(scene, tmp_path):
     data = _only_images_2(scene, tmp_path / "half")
-    assert_ok(ns_train(data, tmp_path, "half", 2, dataparser=("colmap", "--downscale-factor", "2")))
+    # what works trains (in this process: `colmap --downscale-factor 2` is the dataparser's option); what does
+    # not is refused by ns-train with the option to pass, and without nerfstudio's prompt
+    config = run_config(data, tmp_path, "half", 2)
+    config.pipeline.datamanager.dataparser = ColmapDataParserConfig(downscale_factor=2)
+    train(config)
+    assert checkpoints(run_dir(tmp_path, "half"))
     assert_one_message(ns_train(data, tmp_path, "nofactor", 2), "`colmap --downscale-factor 2`", status=2)
     proc = ns_train(data, tmp_path, "four", 2, dataparser=("colmap", "--downscale-factor", "4"))
     output = assert_one_message(proc, "--downscale-factor 4 needs", "images_4", status=2)
@@ -413,15 +433,10 @@ def test_eval_and_export_on_damaged_checkpoint_dirs(trained, tmp_path):
 
 @pytest.mark.slow
 def test_eval_with_an_empty_split(scene, tmp_path):
-    assert_ok(
-        ns_train(
-            scene,
-            tmp_path,
-            "noeval",
-            1,
-            dataparser=("colmap", "--eval-mode", "fraction", "--train-split-fraction", "1.0"),
-        )
-    )
+    # the run trains in this process (every photo in training: no eval image); ns-eval is the subject
+    config = run_config(scene, tmp_path, "noeval", 1)
+    config.pipeline.datamanager.dataparser = ColmapDataParserConfig(eval_mode="fraction", train_split_fraction=1.0)
+    train(config)
     out_json = tmp_path / "noeval.json"
     proc = ns_eval(run_dir(tmp_path, "noeval") / "config.yml", out_json)
     assert_one_message(proc, "no images to evaluate", "eval_mode fraction", "train fraction 1.0", status=2)

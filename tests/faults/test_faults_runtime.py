@@ -433,10 +433,11 @@ def test_collective_failures_are_told_from_other_errors(message, collective, pee
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_hung_rank_is_named_by_the_ranks_that_time_out(scene, tmp_path):
-    """2 CPU ranks, a 12 s collective timeout; rank 1 is stopped (SIGSTOP) during training."""
+    """2 CPU ranks, a 6 s collective timeout (as tests/faults/test_exits.py's pause); rank 1 is stopped
+    (SIGSTOP) during training."""
     cmd = [
         console_script("torchrun"), "--nproc-per-node", "2", console_script("ns-train"),
-        *ns_train_cmd(scene, tmp_path, "hung", 100000, "--data-parallel.timeout-minutes", "0.2")[1:],
+        *ns_train_cmd(scene, tmp_path, "hung", 100000, "--data-parallel.timeout-minutes", "0.1")[1:],
     ]  # fmt: skip
     env = cli_env()
     env["OMP_NUM_THREADS"] = "1"
@@ -458,7 +459,7 @@ def test_a_hung_rank_is_named_by_the_ranks_that_time_out(scene, tmp_path):
     output = proc.stdout
     assert proc.returncode != 0
     (line,) = [x for x in lines_with(output, "does not answer") if x.startswith("splat-plus: ")]
-    assert f"rank 1 (pid {pids[1]} on " in line and "--data-parallel.timeout-minutes 0.2 (12 s)" in line, line
+    assert f"rank 1 (pid {pids[1]} on " in line and "--data-parallel.timeout-minutes 0.1 (6 s)" in line, line
     assert "[rank0]: Traceback" not in output and "Timed out waiting" not in line.split("their error")[0]
     # torchrun's summary shows the message as rank 0's error instead of "To enable traceback see ..."
     summary = output[output.index("Root Cause") :]

@@ -16,7 +16,6 @@ import torch
 from clirun import (
     SPARSE,
     TINY_SCENE,
-    assert_ok,
     assert_one_message,
     checkpoints,
     copy_scene,
@@ -24,6 +23,7 @@ from clirun import (
     ns_train,
     run_dir,
 )
+from inprocess import run_config, train
 
 from splatbench.scenes import SceneSpec, make_scene
 
@@ -69,8 +69,12 @@ def test_empty_points3d_is_refused_naming_the_file(scene, tmp_path):
 
 @pytest.mark.slow
 def test_empty_points3d_with_random_init_trains(scene, tmp_path):
+    """In this process: the start-up checks (inputs.preflight, in the trainer's set-up) and training; ns-train's
+    message that names --pipeline.model.random-init True is the test above."""
     data = _without_points(scene, tmp_path / "empty")
-    assert_ok(ns_train(data, tmp_path, "random", STEPS, "--pipeline.model.random-init", "True"))
+    config = run_config(data, tmp_path, "random", STEPS)
+    config.pipeline.model.random_init = True
+    train(config)
     assert checkpoints(run_dir(tmp_path, "random"))
 
 

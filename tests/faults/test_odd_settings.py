@@ -24,6 +24,7 @@ from clirun import (
     run_dir,
     snapshot,
 )
+from inprocess import run_config, train
 
 from splatbench.scenes import make_scene
 
@@ -108,10 +109,8 @@ def test_websocket_port_out_of_range_is_refused_at_launch(scene, tmp_path):
 
 @pytest.fixture(scope="module")
 def trained(scene, tmp_path_factory) -> Path:
-    """One finished splat-plus run: its run directory."""
-    out = tmp_path_factory.mktemp("trained")
-    assert_ok(ns_train(scene, out, "base", STEPS))
-    return run_dir(out, "base")
+    """One finished splat-plus run (trained in this process; the test gives it to ns-train): its run directory."""
+    return train(run_config(scene, tmp_path_factory.mktemp("trained"), "base", STEPS)).base_dir
 
 
 @pytest.mark.slow

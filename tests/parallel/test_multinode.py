@@ -11,7 +11,8 @@ refines and B's camera shards are each reduced across ranks by the same code wha
 and the pairs left out (MCMC with B = 1, the default with B = 2) run on 2 ranks in
 tests/parallel/test_parallel.py and tests/training/test_batch_cameras.py. Each case starts 8 ns-train
 ranks (70-90 s on 2 cores). The SLURM multi-node template itself runs in tests/parallel/test_slurm.py
-(two slurmd).
+(two slurmd). The default strategy's case also checks that one viewer starts, on global rank 0 (once
+tests/parallel/test_parallel.py's test_two_nodes_start_one_viewer_on_global_rank_0, 2 nodes x 1 process).
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ def scene(tmp_path_factory) -> Path:
     return make_scene(tmp_path_factory.mktemp("multinode-scene") / "scene", SceneSpec(n_views=24, width=64, height=48))
 
 
-def _train(scene: Path, out: Path, method: str, cameras_per_step: int, nodes: int) -> List[str]:
-    """4 ranks as ``nodes`` torchrun processes (one per simulated node); the output of each."""
+def _train(scene: Path, out: Path, method: str, cameras_per_step: int, nodes: int, viewer: bool) -> List[str]:
+    """4 ranks as ``nodes`` torchrun processes (one per simulated node); the output of each. ``viewer``:
+    ``--vis viewer+tensorboard`` (a viewer that no browser opens: it renders nothing), else tensorboard."""
     port = free_port()
+    vis = ["--vis", "viewer+tensorboard", "--viewer.websocket-port", str(free_port())] if viewer else []
+    vis += ["--logging.local-writer.enable", "True"] if viewer else []  # the default: it prints the viewer's address
     train = [
         console_script("ns-train"), method, "--data", str(scene), "--output-dir", str(out),
         "--experiment-name", "mn", "--timestamp", "run", "--machine.device-type", "cpu",
@@ -45,7 +49,7 @@ def _train(scene: Path, out: Path, method: str, cameras_per_step: int, nodes: in
         # scaled for 4 ranks x B cameras: 20 steps (B = 1) or 10 (B = 2), refines every 2 or 1 steps
         "--max-num-iterations", "80", "--pipeline.model.num-downscales", "0",
         "--pipeline.model.warmup-length", "8", "--pipeline.model.refine-every", "8",
-        "--data-parallel.replica-check-every", "2", "colmap",
+        "--data-parallel.replica-check-every", "2", *vis, "colmap",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     procs = []
@@ -72,12 +76,19 @@ def _train(scene: Path, out: Path, method: str, cameras_per_step: int, nodes: in
 @pytest.mark.slow
 @pytest.mark.parametrize("method, cameras_per_step", [("splat-plus", 1), ("splat-plus-mcmc", 2)])
 def test_two_simulated_nodes_match_one_node(tmp_path, scene, method, cameras_per_step):
+    """The default strategy's case also runs the viewer (both placements, so that they train alike): one,
+    on global rank 0. nerfstudio would start one on local rank 0 of each node, here also on global rank 2."""
     finals = {}
+    viewer = method == "splat-plus"
     for nodes in (1, 2):
         out = tmp_path / f"nodes{nodes}"
-        outputs = _train(scene, out, method, cameras_per_step, nodes)
+        outputs = _train(scene, out, method, cameras_per_step, nodes, viewer)
         placement = "1 node x 4 processes" if nodes == 1 else "2 nodes x 2 processes"
         assert f"splat-plus: using 4 CPU processes (0 GPUs) via torchrun ({placement}, gloo)" in outputs[0]
+        if viewer:
+            banners = [output.count("Viewer running locally at") for output in outputs]
+            assert banners == [1] + [0] * (nodes - 1), f"viewer banners per node: {banners}\n{outputs[-1][-3000:]}"
+            assert nodes == 1 or "viser" not in outputs[1].lower(), outputs[1][-3000:]  # no server on node 1
         run = out / "mn" / method / "run"
         ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in range(4)]
         records = [json.loads(line) for line in (run / "densification.jsonl").read_text().splitlines()]

@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
+from pathlib import Path
 
 import pytest
-from clirun import console_script, free_port
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+from shared_runs import two_ranks_with_evaluations
 
 from ns_splat_plus import evaluation
 from ns_splat_plus.parallel import agreement, collectives, sharding
 from ns_splat_plus.parallel.sharding import camera_shard, cameras_for_step, eval_share
 from ns_splat_plus.training.datamanager import SplatPlusDataManagerConfig
 from ns_splat_plus.training.images.stores import HostImageStore, StreamingImageStore
-from splatbench.scenes import SceneSpec, make_scene
 
 # --- the rule: a stateless function of (step, rank, W, N, seed, B) -----------------------------------
 
@@ -152,29 +150,32 @@ def test_split_evaluation_gives_the_one_process_numbers(scene, tmp_path, monkeyp
 
 
 @pytest.mark.slow
-def test_torchrun_two_ranks_hold_their_shards_and_evaluate_once(tmp_path):
+def test_torchrun_two_ranks_hold_their_shards_and_evaluate_once(tmp_path_factory):
     """torchrun, 2 CPU ranks x 2 cameras per step, 21 training photos (not a multiple of 4): each rank's
     record names its shard (count and bytes), the all-images evaluation scores every eval photo once
-    across the ranks, and its numbers equal ns-eval's (one process) on the run's checkpoint."""
+    across the ranks, and its numbers equal ns-eval's (one process) on the run's checkpoint.
+
+    The run (shared_runs.two_ranks_with_evaluations, also read by tests/cli/test_console_summary.py) is also
+    tests/training/test_batch_cameras.py's 2 ranks x 2 cameras (``--pipeline.datamanager.cameras-per-step auto``,
+    which resolves to 2 on 2 ranks): the schedule scaled for W x B, and identical replicas through refines."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    scene = make_scene(tmp_path / "scene", SceneSpec(n_views=24, width=64, height=48))  # 21 train, 3 eval
-    cmd = [
-        console_script("torchrun"), "--nproc-per-node", "2", "--master-port", str(free_port()),
-        console_script("ns-train"), "splat-plus", "--data", str(scene), "--output-dir", str(tmp_path / "out"),
-        "--experiment-name", "shards", "--timestamp", "run", "--machine.device-type", "cpu",
-        "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True", "--logging.local-writer.enable", "False",
-        "--pipeline.datamanager.cameras-per-step", "2",
-        # scaled for 2 ranks x 2 cameras: 10 steps; one eval image and eval loss at step 5, all images at step 9
-        "--max-num-iterations", "40", "--steps-per-eval-image", "20", "--steps-per-eval-batch", "20",
-        "--steps-per-eval-all-images", "36", "--pipeline.model.num-downscales", "0", "--warmup-steps", "1",
-        "colmap",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-5000:]
-    run = tmp_path / "out" / "shards" / "splat-plus" / "run"
+    shared = two_ranks_with_evaluations(tmp_path_factory)
+    output = shared["train"]["output"]
+    assert shared["train"]["returncode"] == 0, output[-5000:]
+    assert output.count("cameras-per-step auto: 2 per rank on 2 ranks (4 cameras per step)") == 1  # rank 0's
+    assert "schedule for 2 ranks x 2 cameras per step: max_num_iterations 64->16" in output
+    run = Path(shared["run_dir"])
+    # identical replicas through refines
+    ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in range(2)]
+    refines = [json.loads(line) for line in (run / "densification.jsonl").read_text().splitlines()]
+    refines = [r for r in refines if r["event"] == "refine"]
+    assert len(refines) >= 2 and refines[-1]["num_gaussians"] != refines[0]["num_gaussians_before"], refines
+    assert ranks[0]["final_step"] == ranks[1]["final_step"] == 15
+    assert ranks[0]["final_num_gaussians"] == ranks[1]["final_num_gaussians"] == refines[-1]["num_gaussians"]
+    assert ranks[0]["final_checksum"] == ranks[1]["final_checksum"]
+    assert all(r["replica_checks_passed"] >= 3 for r in ranks)
+    # each rank's images: its shard (21 train photos, 3 eval photos)
     records = [json.loads((run / "ranks" / f"startup_rank{r}.json").read_text()) for r in range(2)]
     seed = SplatPlusDataManagerConfig().train_cameras_sampling_seed
     for r, record in enumerate(records):
@@ -189,17 +190,12 @@ def test_torchrun_two_ranks_hold_their_shards_and_evaluate_once(tmp_path):
     assert output.count("Evaluation (all images) on") == 1  # said by rank 0 alone
     events = EventAccumulator(str(run)).Reload()
     in_training = {key: events.Scalars(f"Eval Images Metrics Dict (all images)/{key}")[-1] for key in ("psnr", "ssim")}
-    assert all(e.step == 9 for e in in_training.values())
-    assert [e.step for e in events.Scalars("Eval Images Metrics/psnr")] == [5]  # rank 0's single image
-    out = tmp_path / "metrics.json"
-    env = {k: v for k, v in env.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
-    proc = subprocess.run(
-        [console_script("ns-eval"), "--load-config", str(run / "config.yml"), "--output-path", str(out)],
-        capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = json.loads(out.read_text())
-    assert report["checkpoint"].endswith("step-000000009.ckpt") and report["results"]["num_images"] == 3
+    assert all(e.step == 15 for e in in_training.values())
+    assert [e.step for e in events.Scalars("Eval Images Metrics/psnr")] == [10]  # rank 0's single image
+    # ns-eval (one process; the command the run printed) on the run's checkpoint: the same numbers
+    assert shared["eval"] is not None and shared["eval"]["returncode"] == 0, shared["eval"] or output[-3000:]
+    report = json.loads((run / "metrics.json").read_text())
+    assert report["checkpoint"].endswith("step-000000015.ckpt") and report["results"]["num_images"] == 3
     for key, event in in_training.items():
         assert event.value == pytest.approx(report["results"][key], abs=1e-4), key
     assert math.isfinite(report["results"]["psnr"])

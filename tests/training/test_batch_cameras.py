@@ -1,15 +1,12 @@
 """B cameras per step (--pipeline.datamanager.cameras-per-step): one batched render gives the mean
 of the B one-camera losses and gradients, the same densification statistics as the B views one by
-one, identical replicas on 2 ranks, and the schedule scaled for W x B; the splat-plus-fast preset."""
+one, identical replicas on 2 ranks and the schedule scaled for W x B (on the torchrun run of
+tests/parallel/test_rank_local_images.py); the splat-plus-fast preset."""
 
 from __future__ import annotations
 
-import json
-
-import clirun
 import pytest
 import torch
-from clirun import ns_train_cmd, torchrun_cmd
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
@@ -19,7 +16,6 @@ from ns_splat_plus.method import splat_plus_fast, splat_plus_trainer_config
 from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE
 from ns_splat_plus.parallel.schedule import effective_batch
 from ns_splat_plus.training import inputs
-from splatbench.scenes import SceneSpec, make_scene
 
 B = 3  # not a power of two: the 1/B of the mean is not exact in floating point
 STEP = 25  # SH degree 1 (interval 20) and accumulated statistics
@@ -324,24 +320,6 @@ def test_camera_optimizer_with_several_cameras_is_one_error_at_start():
         inputs.check_options(config)
 
 
-@pytest.mark.slow
-def test_torchrun_two_cpu_ranks_with_two_cameras_each_stay_identical(tmp_path):
-    scene = make_scene(tmp_path / "scene", SceneSpec(n_views=24, width=64, height=48))
-    extra = ("--pipeline.datamanager.cameras-per-step", "auto")  # 2 on 2 ranks: the same as passing 2, once resolved
-    # the one-camera schedule below, for 2 ranks x 2 cameras: 16 steps, refine every 2 from step 2
-    extra += ("--pipeline.model.warmup-length", "8", "--pipeline.model.refine-every", "8")
-    extra += ("--data-parallel.replica-check-every", "4")
-    proc = clirun.run(torchrun_cmd(2, ns_train_cmd(scene, tmp_path / "out", "dp", 64, *extra)), timeout=540)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-5000:]
-    assert output.count("cameras-per-step auto: 2 per rank on 2 ranks (4 cameras per step)") == 1  # rank 0's
-    assert "schedule for 2 ranks x 2 cameras per step: max_num_iterations 64->16" in output
-    run = tmp_path / "out" / "dp" / "splat-plus" / "run"
-    ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in range(2)]
-    refines = [json.loads(line) for line in (run / "densification.jsonl").read_text().splitlines()]
-    refines = [r for r in refines if r["event"] == "refine"]
-    assert len(refines) >= 2 and refines[-1]["num_gaussians"] != refines[0]["num_gaussians_before"], refines
-    assert ranks[0]["final_step"] == ranks[1]["final_step"] == 15
-    assert ranks[0]["final_num_gaussians"] == ranks[1]["final_num_gaussians"] == refines[-1]["num_gaussians"]
-    assert ranks[0]["final_checksum"] == ranks[1]["final_checksum"]
-    assert all(r["replica_checks_passed"] >= 3 for r in ranks)
+# 2 ranks x 2 cameras per step (cameras-per-step auto) through the real torchrun: identical replicas through
+# refines and the schedule scaled for W x B are checked on the run of
+# tests/parallel/test_rank_local_images.py::test_torchrun_two_ranks_hold_their_shards_and_evaluate_once

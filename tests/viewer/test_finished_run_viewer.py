@@ -1,6 +1,8 @@
 """ns-viewer of a finished splat-plus run, in headless Chromium: the page shows the run's last step,
 starts at a training camera (not viser's grey close-up), has no training controls and no remote logo
-(viewer/finished_run.py, through the pipeline's ViewerHook)."""
+(viewer/finished_run.py, through the pipeline's ViewerHook). ns-viewer --load-config loads the last
+checkpoint and serves the viewer page (once also tests/viewer/test_viewer.py's test_ns_viewer_opens_the_finished_run,
+on the run of its ns-train test)."""
 
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ def test_ns_viewer_shows_the_finished_run_at_its_last_step_from_a_training_camer
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
     try:
         _wait(lambda: _serves(port), 180, "ns-viewer to serve its page", process, log)
+        assert "Done loading checkpoint" in _tail(log, 10**7)  # eval_setup loaded the last checkpoint
         browser.get(f"http://127.0.0.1:{port}")
         _wait(lambda: "Hide Train Cams" in _body(browser), 60, "the viewer GUI of the finished run", process, log)
         # nerfstudio's "Step" line shows the checkpoint's step (it said "Step: 0")

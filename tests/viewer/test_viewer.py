@@ -694,50 +694,8 @@ def test_titlebar_makes_no_request_for_a_logo(viewer_run):
     assert any(urlparse(url).hostname == "127.0.0.1" for url in viewer_run["requests"]), viewer_run["requests"]
 
 
-@pytest.mark.slow
-def test_ns_viewer_opens_the_finished_run(viewer_run, browser):
-    """ns-viewer --load-config loads the last checkpoint (eval_setup) and serves the viewer page."""
-    config = _run_dir(viewer_run["out"]) / "config.yml"
-    log = viewer_run["out"] / "ns-viewer.log"
-    port = free_port()
-    cmd = [
-        console_script("ns-viewer"),
-        "--load-config",
-        str(config),
-        "--viewer.websocket-host",
-        "127.0.0.1",
-        "--viewer.websocket-port",
-        str(port),
-    ]
-    with open(log, "w") as log_file:
-        process = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    try:
-        _wait(lambda: _serves(port), 180, "ns-viewer to serve its page", process, log)
-        assert "Done loading checkpoint" in _tail(log, 10**7)
-        browser.get(f"http://127.0.0.1:{port}")
-        from selenium.webdriver.common.by import By
-
-        _wait(
-            lambda: "Hide Train Cams" in browser.find_element(By.TAG_NAME, "body").text,
-            60,
-            "the viewer GUI of the finished run",
-            process,
-            log,
-        )
-    finally:
-        browser.get("about:blank")
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+# ns-viewer --load-config of a finished run (it loads the last checkpoint and serves the viewer page, at the
+# checkpoint's step): tests/viewer/test_finished_run_viewer.py
 
 
 @pytest.mark.slow
