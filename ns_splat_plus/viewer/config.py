@@ -82,7 +82,7 @@ class SplatPlusViewerConfig(ViewerConfig):
 
             # the page's Pause / Resume buttons (nerfstudio's handlers run first and set training_state)
             def show_training_state(_event: Any) -> None:
-                panel.update(panel.step or 0, state=trainer.training_state, force=True)
+                panel.update(None, state=trainer.training_state, force=True)  # the step as the training thread left it
 
             for button in (getattr(viewer_state, "pause_train", None), getattr(viewer_state, "resume_train", None)):
                 if button is not None:

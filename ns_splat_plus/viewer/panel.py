@@ -203,16 +203,22 @@ class TrainingHealthPanel:
         self.push()  # once, before step 0: a browser may be watching a paused run
 
     def update(
-        self, step: int, num_gaussians: Optional[int] = None, state: Optional[str] = None, force: bool = False
+        self,
+        step: Optional[int],
+        num_gaussians: Optional[int] = None,
+        state: Optional[str] = None,
+        force: bool = False,
     ) -> bool:
-        """Record the step; send the panel if a browser is connected and ``interval_s`` has passed.
+        """Record the step (None: keep it); send the panel if a browser is connected and ``interval_s`` has passed.
 
         ``num_gaussians`` must be a Python int (``means.shape[0]``), never a device value, so that
         this costs no host synchronisation. Returns whether the panel was sent.
         """
-        self.step = step
-        if num_gaussians is not None:
-            self.num_gaussians = num_gaussians
+        with self._lock:  # a push in another thread (a browser connecting) sees one step in both lines
+            if step is not None:
+                self.step = step
+            if num_gaussians is not None:
+                self.num_gaussians = num_gaussians
         if state is not None and state != self.state:
             self.state = state
             for listener in self.state_listeners:

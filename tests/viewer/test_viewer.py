@@ -243,6 +243,34 @@ def test_panel_sends_only_to_connected_browsers_and_throttles():
     assert "**Ranks / GPUs:** 1 rank (single process) · device cpu" in text
 
 
+def test_a_push_shows_one_step_while_another_thread_updates():
+    """A browser connecting (viser's thread) pushes while the training thread records the next step: the
+    push listener (nerfstudio's Step line) and the panel must show the same step. The update is made from
+    inside the listener, the moment at which the CI run saw the Step line at 112 under a panel at 114."""
+    server = _FakeServer()
+    panel = TrainingHealthPanel(server, max_steps=300, interval_s=60)
+    markdown = server.gui.markdowns[0]
+    server.clients[1] = object()
+    panel.update(112, 800, state="training")
+    seen, racers = [], []
+
+    def record_then_race(p):
+        seen.append(p.step)
+        if not racers:  # the training thread's next step, while this push is under way
+            racers.append(threading.Thread(target=panel.update, args=(114,)))
+            racers[0].start()
+            racers[0].join(0.2)  # it waits for the push to finish
+
+    panel.push_listeners.append(record_then_race)
+    panel.push(connected=True)
+    assert f"**Step:** {seen[0]} of 300" in markdown.content, (seen, markdown.content)
+    racers[0].join()
+    panel.push(connected=True)
+    assert seen == [112, 114] and "**Step:** 114 of 300" in markdown.content
+    panel.update(None, state="paused", force=True)  # a Pause button keeps the training thread's step
+    assert seen[-1] == 114 and "**Step:** 114 of 300 (paused)" in markdown.content
+
+
 def test_panel_costs_nothing_without_a_browser():
     """With nobody connected an update is one clock read (no client lookup, no message, no sync)."""
     server = _FakeServer()
