@@ -104,11 +104,11 @@ class SplatPlusModelConfig(StrategyModelOptions, SplatfactoModelConfig):
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is set, the alternative that avoids fragmentation
     without returning memory to the driver."""
     ssim_kernel: SsimKernel = "auto"
-    """SSIM of the training loss. auto: fused Triton kernels on CUDA (five kernels instead of pytorch_msssim's
-    convolutions, their backward and its elementwise kernels; same function, not bitwise: float32 sums
-    in another order), pytorch_msssim where Triton is
-    missing and on the CPU; triton: the fused kernels, an error without Triton; pytorch-msssim: splatfacto's.
-    Evaluation metrics always use pytorch_msssim, as splatfacto's."""
+    """SSIM of the training loss. auto: on CUDA, rahul-goel/fused-ssim where it is installed, else fused Triton
+    kernels (five kernels instead of pytorch_msssim's convolutions, their backward and its elementwise kernels);
+    both the same function, not bitwise (float32 sums in another order); pytorch_msssim where neither imports
+    and on the CPU. fused-ssim / triton: that one, an error where it does not import. pytorch-msssim:
+    splatfacto's. Evaluation metrics always use pytorch_msssim, as splatfacto's."""
     fused_loss: bool = False
     """Fold splatfacto's background composite and L1 term into the fused SSIM kernels (one loss, about twenty
     fewer elementwise kernels and launches per step; the same function to 1e-7 in float64 tests). Off by
@@ -156,7 +156,7 @@ class SplatPlusModel(SplatfactoModel):
         self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)  # evaluation metrics, as splatfacto's
         self.loss_ssim = TrainingSSIM(self.config.ssim_kernel)
         device = torch.device(self.kwargs.get("device", "cpu"))
-        if self.loss_ssim.fused_on(device):  # said only where it is not splatfacto's pytorch_msssim
+        if self.loss_ssim.backend(device) != "pytorch-msssim":  # said only where it is not splatfacto's
             CONSOLE.log(f"SSIM of the loss: {self.loss_ssim.describe(device)}")
         self.step = 0
         self.crop_box = None

@@ -1,4 +1,4 @@
-"""The SSIM term of the training loss: fused Triton kernels on CUDA, pytorch_msssim elsewhere.
+"""The SSIM term of the training loss: fused kernels on CUDA (fused-ssim where installed, else Triton), pytorch_msssim elsewhere.
 
 Why: splatfacto's SSIM (``pytorch_msssim.SSIM``: an 11-tap Gaussian window, sigma 1.5, valid
 padding) runs as ten cuDNN grouped convolutions per step plus their backward kernels and a dozen
@@ -8,9 +8,14 @@ takes three kernels forward and two backward, every one of them memory-bound
 (:mod:`ns_splat_plus.kernels.ssim`, where the gradient is derived). :mod:`.photometric_loss` runs the same
 kernels with splatfacto's background composite and L1 term folded in.
 
-Trainers such as FastGS use the CUDA package ``fused-ssim`` for the same reason; this one is
-Triton (no compiler at install time) and keeps pytorch_msssim's valid padding, so that the loss is
-splatfacto's.
+Where rahul-goel/fused-ssim (the CUDA package FastGS and gsplat's examples use) is installed, ``auto``
+runs it instead: side by side on an H200 (benchmarks/2026-11-28-h200x2-gpu-tier-and-ssim-libraries) it
+took 0.53 against the Triton kernels' 0.83 ms forward + backward at 1500x1000 and 0.67 against 0.77 ms at
+800x600 (0.79 against 0.65 ms at 1920x1080), and a whole plush-dog step 4.6-5.0 against 5.3-5.4 ms. It is
+not on PyPI and needs nvcc to build, so the Triton kernels stay the default that every install gets
+(no compiler at install time); fussim, the PyPI package with prebuilt wheels, did not load with torch
+2.11 (its extensions are built against other torch versions). Both keep pytorch_msssim's valid padding,
+so the loss is splatfacto's.
 
 The function is pytorch_msssim's, ``SSIM(data_range=1.0, size_average=True, channel=C)``: the
 mean over images, channels and valid pixels of ``l * cs`` with C1 = 0.01**2 and C2 = 0.03**2.
@@ -34,7 +39,7 @@ from pytorch_msssim import SSIM
 from ns_splat_plus.kernels import ssim as kernels
 from ns_splat_plus.kernels.ssim import MAX_ELEMENTS, WINDOW_SIZE
 
-SsimKernel = Literal["auto", "triton", "pytorch-msssim"]
+SsimKernel = Literal["auto", "fused-ssim", "triton", "pytorch-msssim"]
 
 WINDOW_SIGMA = 1.5
 
@@ -42,6 +47,17 @@ WINDOW_SIGMA = 1.5
 def triton_interpreting() -> bool:
     """True when Triton runs its kernels in the interpreter (TRITON_INTERPRET=1: CPU tensors, tests)."""
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@functools.lru_cache(maxsize=1)
+def fused_ssim_library():
+    """The ``fused_ssim`` module of rahul-goel/fused-ssim when it is installed with its CUDA kernels, else None."""
+    try:
+        import fused_ssim
+        from fused_ssim import fusedssim  # noqa: F401  (bound only where its CUDA extension loaded)
+    except Exception:  # not installed, built without CUDA, or broken
+        return None
+    return fused_ssim
 
 
 @functools.lru_cache(maxsize=1)
@@ -120,40 +136,58 @@ def window_on(device: torch.device) -> torch.Tensor:
 
 class TrainingSSIM(torch.nn.Module):
     """Mean SSIM as ``pytorch_msssim.SSIM(data_range=1.0, size_average=True, channel=3)`` is called
-    by splatfacto's loss, ``ssim(gt, pred)``, [N, C, H, W] each; the fused kernels where they apply.
+    by splatfacto's loss, ``ssim(gt, pred)``, [N, C, H, W] each; fused kernels where they apply.
 
     Args:
-        kernel: "auto": fused on CUDA when Triton imports, pytorch_msssim elsewhere; "triton": fused
-            on CUDA (an error at construction without Triton); "pytorch-msssim": splatfacto's.
+        kernel: "auto": on CUDA, fused-ssim where it is installed, else the Triton kernels where Triton
+            imports; pytorch_msssim elsewhere. "fused-ssim" / "triton": that one on CUDA (an error at
+            construction where it does not import); "pytorch-msssim": splatfacto's.
 
     Holds no parameters or buffers: checkpoints are those of splatfacto's ``SSIM`` module.
     """
 
     def __init__(self, kernel: SsimKernel = "auto", channel: int = 3):
         super().__init__()
-        if kernel not in ("auto", "triton", "pytorch-msssim"):
-            raise ValueError(f"unknown SSIM kernel {kernel!r}: auto, triton or pytorch-msssim")
+        if kernel not in ("auto", "fused-ssim", "triton", "pytorch-msssim"):
+            raise ValueError(f"unknown SSIM kernel {kernel!r}: auto, fused-ssim, triton or pytorch-msssim")
         if kernel == "triton" and not triton_available():
             raise RuntimeError(
                 "--pipeline.model.ssim-kernel triton: Triton does not import here "
                 "(pip install triton, or use auto / pytorch-msssim)"
             )
+        if kernel == "fused-ssim" and fused_ssim_library() is None:
+            raise RuntimeError(
+                "--pipeline.model.ssim-kernel fused-ssim: the fused_ssim package (with its CUDA kernels) does not "
+                "import here (pip install git+https://github.com/rahul-goel/fused-ssim, which needs nvcc; or use auto)"
+            )
         self.kernel = kernel
         self.reference = SSIM(data_range=1.0, size_average=True, channel=channel)
 
+    def backend(self, device: torch.device) -> Literal["fused-ssim", "triton", "pytorch-msssim"]:
+        """What runs for images on ``device`` (unless their shape rules the fused kernels out)."""
+        if self.kernel == "pytorch-msssim":
+            return "pytorch-msssim"
+        if self.kernel in ("auto", "fused-ssim") and device.type == "cuda" and fused_ssim_library() is not None:
+            return "fused-ssim"
+        return "triton" if self.fused_on(device) else "pytorch-msssim"
+
     def fused_on(self, device: torch.device) -> bool:
-        """Whether images on ``device`` get the fused kernels (unless their shape rules them out)."""
-        if self.kernel == "pytorch-msssim" or not triton_available():
+        """Whether the Triton kernels may run for images on ``device`` (the fused loss runs them whenever they
+        may, since it asks for them; the SSIM term alone prefers fused-ssim under ``auto``)."""
+        if self.kernel not in ("auto", "triton") or not triton_available():
             return False
         return device.type == "cuda" or triton_interpreting()
 
     def describe(self, device: torch.device) -> str:
         """What the loss's SSIM runs as on ``device``, for the console."""
-        return "fused Triton kernels" if self.fused_on(device) else "pytorch_msssim"
+        return {"fused-ssim": "fused-ssim", "triton": "fused Triton kernels"}.get(
+            self.backend(device), "pytorch_msssim"
+        )
 
     def uses_fused(self, a: torch.Tensor, b: torch.Tensor) -> bool:
-        """Whether ``forward(a, b)`` runs the fused kernels."""
-        if not self.fused_on(a.device):
+        """Whether ``forward(a, b)`` runs fused kernels (fused-ssim or Triton)."""
+        backend = self.backend(a.device)
+        if backend == "pytorch-msssim":
             return False
         small_enough = a.numel() < MAX_ELEMENTS  # e.g. eight 8K images per step go to pytorch_msssim
         return (
@@ -161,10 +195,16 @@ class TrainingSSIM(torch.nn.Module):
             and min(a.shape[-2:]) >= WINDOW_SIZE
             and small_enough
             and not (a.requires_grad and b.requires_grad)
+            and (backend == "triton" or a.dtype == b.dtype == torch.float32)
         )
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not self.uses_fused(a, b):
             return self.reference(a, b)
-        # SSIM is symmetric in its two images; the fused pass differentiates its first
-        return fused_ssim(b, a) if not a.requires_grad else fused_ssim(a, b)
+        # SSIM is symmetric in its two images; the fused passes differentiate their first
+        x, y = (b, a) if not a.requires_grad else (a, b)
+        if self.backend(a.device) == "fused-ssim":
+            library = fused_ssim_library()
+            with on_device_of(x):
+                return library.fused_ssim(x, y.contiguous(), padding="valid", train=x.requires_grad)
+        return fused_ssim(x, y)

@@ -37,7 +37,8 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
   ``ViewerState.viewer_info``, ``LocalWriter.past_mssgs``  :func:`correct_viewer_port` (the port viser serves on)
   ``writer.GLOBAL_BUFFER``                         :func:`note_running_time` (averages without a scalar)
   ``writer.EVENT_STORAGE``                         :func:`writer_event_count`, :func:`drop_writer_events` (warmup)
-  ``ExportGaussianSplat.write_ply``                :func:`announce_gaussian_splat_export` (ns-export says what it wrote)
+  ``ExportGaussianSplat.write_ply``                :func:`announce_gaussian_splat_export`, :func:`write_ply` (ns-export
+                                                   writes the PLY at once and says what it wrote)
   ``ViewerControl._setup`` (``Viewer.__init__``)   :class:`ViewerHook`, :func:`on_viewer_built` (:mod:`.viewer_hook`;
                                                    the page of ns-viewer)
 gsplat 1.4.0 (:mod:`.gsplat_private`)

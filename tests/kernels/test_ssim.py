@@ -157,5 +157,64 @@ def test_fused_ssim_on_cuda_matches_float64(shape_nhwc):
     assert _relative(render.grad, ref_grad.permute(0, 2, 3, 1)) < GRADIENT_TOLERANCE
 
 
+def _fake_fused_ssim_library():
+    """A stand-in for rahul-goel/fused-ssim's module (CUDA only, not installable here): its call signature."""
+    import types
+
+    module = types.ModuleType("fused_ssim")
+    module.fusedssim = object()
+    module.fused_ssim = lambda img1, img2, padding="same", train=True: None
+    return module
+
+
+def test_auto_prefers_fused_ssim_where_installed_and_triton_else(monkeypatch):
+    """The choice alone (the kernels are CUDA only): auto takes fused-ssim on CUDA when its module imports,
+    Triton when it does not; the CPU keeps pytorch_msssim; the fused loss keeps its Triton kernels."""
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    monkeypatch.setattr(ssim_module, "triton_available", lambda: True)
+    monkeypatch.setattr(ssim_module, "fused_ssim_library", lambda: None)
+    assert (
+        TrainingSSIM("auto").backend(cuda) == "triton" and TrainingSSIM("auto").describe(cuda) == "fused Triton kernels"
+    )
+    with pytest.raises(RuntimeError, match="ssim-kernel fused-ssim"):
+        TrainingSSIM("fused-ssim")
+    monkeypatch.setattr(ssim_module, "fused_ssim_library", _fake_fused_ssim_library)
+    auto = TrainingSSIM("auto")
+    assert auto.backend(cuda) == "fused-ssim" and auto.describe(cuda) == "fused-ssim"
+    assert auto.fused_on(cuda)  # --pipeline.model.fused-loss True still finds its Triton kernels
+    assert TrainingSSIM("fused-ssim").backend(cuda) == "fused-ssim" and not TrainingSSIM("fused-ssim").fused_on(cuda)
+    assert TrainingSSIM("triton").backend(cuda) == "triton"
+    assert TrainingSSIM("pytorch-msssim").backend(cuda) == "pytorch-msssim"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert auto.backend(cpu) == "pytorch-msssim"
+    monkeypatch.setattr(ssim_module, "triton_available", lambda: False)
+    assert auto.backend(cuda) == "fused-ssim"
+
+
+@pytest.mark.gpu
+def test_fused_ssim_library_runs_the_loss_on_cuda_and_matches_float64():
+    """With rahul-goel/fused-ssim installed (the GPU tier installs it, docs/development.md), the loss's
+    SSIM under auto runs it, with pytorch_msssim's valid padding, against float64 at fox's size."""
+    if not torch.cuda.is_available():
+        pytest.fail("needs CUDA")
+    library = ssim_module.fused_ssim_library()
+    assert library is not None, "fused_ssim does not import: pip install git+https://github.com/rahul-goel/fused-ssim"
+    gt, pred = _images((1, 1080, 1920, 3), seed=12, device="cuda")
+    ref_value, ref_grad = _reference(gt.permute(0, 3, 1, 2), pred.permute(0, 3, 1, 2))
+    calls = []
+    original = library.fused_ssim
+    library.fused_ssim = lambda *args, **kwargs: calls.append(kwargs) or original(*args, **kwargs)
+    try:
+        render = pred.clone().requires_grad_()
+        loss_ssim = TrainingSSIM("auto")
+        value = loss_ssim(gt.permute(0, 3, 1, 2), render.permute(0, 3, 1, 2))  # splatfacto's order: ssim(gt, pred)
+        value.backward()
+    finally:
+        library.fused_ssim = original
+    assert calls == [{"padding": "valid", "train": True}]
+    assert abs(float(value) - float(ref_value)) < VALUE_TOLERANCE
+    assert _relative(render.grad, ref_grad.permute(0, 2, 3, 1)) < GRADIENT_TOLERANCE
+
+
 if __name__ == "__main__":
     main(globals())

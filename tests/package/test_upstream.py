@@ -256,3 +256,34 @@ def test_training_end_stops_the_viewers_render_threads_before_the_process_exits(
     assert not any(thread.is_alive() for thread in threads.values())
     assert stopped == [1]
     assert upstream.stop_viewer_renders(SimpleNamespace(render_statemachines={})) == 0  # no browser: nothing to do
+
+
+def test_ply_writer_gives_nerfstudios_bytes_at_once(tmp_path, monkeypatch):
+    """ns-export of a splat-plus run writes the bytes of nerfstudio 1.1.5's per-value loop (float64 and float32
+    columns as float32, uint8 as bytes, in the dict's order), and keeps its errors; the replacement is the
+    exporter's static method, installed only once the exporter module is loaded."""
+    from collections import OrderedDict
+
+    from nerfstudio.scripts import exporter
+
+    rng = np.random.default_rng(3)
+    columns = OrderedDict(
+        x=rng.standard_normal(37), f_dc_0=rng.standard_normal(37).astype(np.float32),
+        red=rng.integers(0, 256, 37, dtype=np.uint8), opacity=rng.standard_normal(37).astype(np.float16),
+    )  # fmt: skip
+    original = exporter.ExportGaussianSplat.write_ply
+    original(str(tmp_path / "nerfstudio.ply"), 37, columns)
+    upstream.write_ply(str(tmp_path / "splat_plus.ply"), 37, columns)
+    assert (tmp_path / "splat_plus.ply").read_bytes() == (tmp_path / "nerfstudio.ply").read_bytes()
+    bad_inputs = [
+        ({**columns, "y": np.zeros(36)}, "Count does not match"),
+        ({"x": np.zeros(37, np.int32)}, "float or uint8"),
+    ]
+    for bad, message in bad_inputs:
+        with pytest.raises(ValueError, match=message):
+            upstream.write_ply(str(tmp_path / "bad.ply"), 37, OrderedDict(bad))
+    monkeypatch.setattr(exporter.ExportGaussianSplat, "write_ply", original)
+    assert upstream.announce_gaussian_splat_export()
+    assert exporter.ExportGaussianSplat.write_ply is not original  # not nerfstudio's loop any more
+    exporter.ExportGaussianSplat.write_ply(str(tmp_path / "announced.ply"), 37, columns)
+    assert (tmp_path / "announced.ply").read_bytes() == (tmp_path / "nerfstudio.ply").read_bytes()
