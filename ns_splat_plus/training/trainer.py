@@ -40,6 +40,7 @@ from ns_splat_plus.training import (
     uncaught,
     warmup,
 )
+from ns_splat_plus.training.heap_at_exit import freeze_heap_at_exit
 from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.loop import train_loop
 from ns_splat_plus.training.optimizers import CheckedOptimizers
@@ -160,6 +161,7 @@ class SplatPlusTrainerConfig(TrainerConfig):
                 check_before_loading(self)
             self.load_step = checkpoint.checked_checkpoint_step(path, self.load_step)
             upstream.announce_gaussian_splat_export()  # only in ns-export: it names the file and count it wrote
+            freeze_heap_at_exit()  # ns-eval / ns-export / ns-viewer exit sooner too
         return path
 
     def print_to_terminal(self) -> None:
