@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 from pytorch_msssim import SSIM
@@ -186,24 +186,30 @@ class TrainingSSIM(torch.nn.Module):
 
     def uses_fused(self, a: torch.Tensor, b: torch.Tensor) -> bool:
         """Whether ``forward(a, b)`` runs fused kernels (fused-ssim or Triton)."""
+        return self._fused_backend(a, b) is not None
+
+    def _fused_backend(self, a: torch.Tensor, b: torch.Tensor) -> Optional[Literal["fused-ssim", "triton"]]:
+        """The fused kernels ``forward(a, b)`` runs, or None where it runs pytorch_msssim."""
         backend = self.backend(a.device)
         if backend == "pytorch-msssim":
-            return False
+            return None
         small_enough = a.numel() < MAX_ELEMENTS  # e.g. eight 8K images per step go to pytorch_msssim
-        return (
+        applies = (
             a.dim() == 4
             and min(a.shape[-2:]) >= WINDOW_SIZE
             and small_enough
             and not (a.requires_grad and b.requires_grad)
             and (backend == "triton" or a.dtype == b.dtype == torch.float32)
         )
+        return backend if applies else None
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        if not self.uses_fused(a, b):
+        backend = self._fused_backend(a, b)  # once per call: this is in every training step
+        if backend is None:
             return self.reference(a, b)
         # SSIM is symmetric in its two images; the fused passes differentiate their first
         x, y = (b, a) if not a.requires_grad else (a, b)
-        if self.backend(a.device) == "fused-ssim":
+        if backend == "fused-ssim":
             library = fused_ssim_library()
             with on_device_of(x):
                 return library.fused_ssim(x, y.contiguous(), padding="valid", train=x.requires_grad)
