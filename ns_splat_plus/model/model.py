@@ -154,10 +154,7 @@ class SplatPlusModel(SplatfactoModel):
         # PSNR: torchmetrics' function, imported at the first evaluation (metrics.py); importing torchmetrics
         # at start-up took 5.9 s on the GPU machine (it imports transformers where that is installed)
         self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)  # evaluation metrics, as splatfacto's
-        self.loss_ssim = TrainingSSIM(self.config.ssim_kernel)
-        device = torch.device(self.kwargs.get("device", "cpu"))
-        if self.loss_ssim.backend(device) != "pytorch-msssim":  # said only where it is not splatfacto's
-            CONSOLE.log(f"SSIM of the loss: {self.loss_ssim.describe(device)}")
+        self.loss_ssim = TrainingSSIM(self.config.ssim_kernel)  # the trainer says which (loss_ssim_note)
         self.step = 0
         self.crop_box = None
         if self.config.background_color == "random":
@@ -189,6 +186,14 @@ class SplatPlusModel(SplatfactoModel):
         with torch.random.fork_rng(devices=[]):  # AlexNet's initial draws: the training's random stream stays the same
             module = upstream.build_lpips(warn=False)
         return None if module is None else module.to(self.device)
+
+    def loss_ssim_note(self) -> Optional[str]:
+        """The line that says which SSIM the loss runs, None where it is splatfacto's (pytorch_msssim);
+        the trainer prints it once per run (a model built by ns-eval or ns-export trains nothing)."""
+        device = torch.device(self.kwargs.get("device", "cpu"))
+        if self.loss_ssim.backend(device) == "pytorch-msssim":
+            return None
+        return f"SSIM of the loss: {self.loss_ssim.describe(device)}"
 
     def _build_strategy(self) -> None:
         batch = collectives.get_world_size() * self.cameras_per_step  # cameras per step, for the epoch length

@@ -82,3 +82,16 @@ def upstream_warnings_silenced() -> Iterator[None]:
         for message in UPSTREAM_WARNINGS:
             warnings.filterwarnings("ignore", message=re.escape(message), category=FutureWarning)
         yield
+
+
+@contextlib.contextmanager
+def quiet_unless(speaks: bool) -> Iterator[None]:
+    """nerfstudio's console prints nothing within the block unless ``speaks``: what every rank of a
+    multi-rank run would print alike (``Trainer.__init__``'s "Saving checkpoints to") is printed by
+    rank 0 alone. An error still reaches the user: it is raised, and printed after the block."""
+    previous = CONSOLE.quiet
+    CONSOLE.quiet = previous or not speaks
+    try:
+        yield
+    finally:
+        CONSOLE.quiet = previous

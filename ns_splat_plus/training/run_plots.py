@@ -66,8 +66,9 @@ def read_eval_metrics(run_dir: Path) -> Dict[str, Dict[str, Series]]:
     except ImportError:
         return {}
     found: Dict[str, Dict[str, Dict[int, float]]] = {}
+    wanted = tuple(tag.encode() for tag in EVAL_TAGS)
     for path in files:
-        for event in _small_events(path, Event):
+        for event in _small_events(path, Event, wanted):
             for value in event.summary.value:
                 group, _, key = value.tag.rpartition("/")
                 if group not in EVAL_TAGS or key not in EVAL_KEYS:
@@ -82,9 +83,12 @@ SMALL_EVENT_BYTES = 1 << 16
 """Records larger than this (images) are skipped unread: scalar events are about a hundred bytes."""
 
 
-def _small_events(path: Path, event_type: Any) -> Iterator[Any]:
+def _small_events(path: Path, event_type: Any, containing: Sequence[bytes] = ()) -> Iterator[Any]:
     """The events of one TensorBoard event file (TFRecord framing: length [u64], its CRC [u32], the data,
-    its CRC [u32]) whose record is at most :data:`SMALL_EVENT_BYTES`, parsed as ``event_type``.
+    its CRC [u32]) whose record is at most :data:`SMALL_EVENT_BYTES`, parsed as ``event_type``;
+    with ``containing``, only records whose bytes hold one of these strings (a tag is stored as its
+    UTF-8 bytes): a 30,000-step run logs about 30,000 training scalars and a few dozen evaluations,
+    and parsing only those took 0.33 -> 0.05 s on the 2-core machine.
 
     tensorboard's own reader checks every record's CRC in pure Python when TensorFlow is not
     installed, images included: 57 s for 30 eval images at 3000 x 1000 on the 2-core machine, 5.1 s
@@ -102,6 +106,8 @@ def _small_events(path: Path, event_type: Any) -> Iterator[Any]:
             data = f.read(length + 4)[:length]
             if len(data) < length:
                 return
+            if containing and not any(text in data for text in containing):
+                continue
             try:
                 yield event_type.FromString(data)
             except Exception:  # noqa: BLE001 - a damaged record: the plot shows what came before it

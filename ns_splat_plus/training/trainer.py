@@ -209,7 +209,8 @@ class SplatPlusTrainer(Trainer):
         _TRAINING_PROCESS = True  # also in spawned ranks, which never call set_timestamp
         with uncaught.interrupted_before_training(config.get_base_dir(), "while starting"):
             process = setup_process(config, local_rank, world_size)
-            with console.upstream_warnings_silenced():  # nerfstudio's GradScaler(...) FutureWarning
+            with console.upstream_warnings_silenced(), console.quiet_unless(process.rank == 0):
+                # nerfstudio's GradScaler(...) FutureWarning; its "Saving checkpoints to" once per run
                 super().__init__(config, local_rank=process.local_rank, world_size=process.world_size)
         self.rank = process.rank
         self.device = process.device  # cuda:<GPU of this rank>, which is 0 when srun binds one GPU per task
@@ -244,6 +245,9 @@ class SplatPlusTrainer(Trainer):
             except KeyboardInterrupt:  # nerfstudio's launch would print a traceback and exit 0
                 raise uncaught.StartupInterrupted.before_training(self.base_dir, "during set-up") from None
         self.pipeline.model.metrics_every = self.config.logging.steps_per_log  # training PSNR on log steps only
+        ssim_note = self.pipeline.model.loss_ssim_note()
+        if ssim_note is not None and self.rank == 0:  # once per run, not once per rank
+            CONSOLE.log(ssim_note)
         # several ranks: initial checksums compared and logged, replica checks, final bitwise check
         self.rank_monitor = RankMonitor(self, self.config.data_parallel)
         self.rank_monitor.record_initial()
@@ -377,7 +381,10 @@ class SplatPlusTrainer(Trainer):
             self.config.load_dir, self.config.load_step, self.config.load_checkpoint
         )
         if path is None:
-            # said here, not when the model is built: ns-export / ns-eval build it too, then load a checkpoint
+            # said here, not when the model is built: ns-export / ns-eval build it too, then load a checkpoint;
+            # by rank 0 alone: the ranks' checksums are compared, and that line names them all (RankMonitor)
+            if self.rank != 0:
+                return
             model = self.pipeline.model
             CONSOLE.print(
                 f"No checkpoint to load, so training from scratch. Initial Gaussians: {model.num_points}, "

@@ -8,6 +8,7 @@ tests/parallel/test_rank_local_images.py (which checks the ranks' shards and the
 * the end of training: one line with the steps, wall time, Gaussian count and the ns-eval command;
   nerfstudio's "Training Finished" box once, not once per rank;
 * ns-eval: PSNR / SSIM / LPIPS on the console, not only in the JSON;
+* what every rank would print alike ("Saving checkpoints to", the fresh-start line) once per run;
 * the LPIPS-unavailable warning once per command that computes LPIPS (not per rank), and not at all in
   ns-export; nerfstudio's GradScaler FutureWarning (raised in the trainer's set-up) not at all.
 """
@@ -25,6 +26,9 @@ from clirun import console_script
 from shared_runs import TWO_RANKS_SUMMARY, two_ranks_with_evaluations
 
 LPIPS_LINE = "LPIPS unavailable"
+ONCE_PER_RUN = ("Saving checkpoints to", "No checkpoint to load, so training from scratch")
+"""nerfstudio's Trainer.__init__ line and the trainer's fresh-start line (its checksum: the ranks' line
+"initial Gaussians identical on all 2 ranks" names them all)."""
 SUMMARY = re.compile(TWO_RANKS_SUMMARY)
 
 
@@ -66,6 +70,9 @@ def test_training_ends_with_one_summary_line_and_one_box(two_ranks):
         problems.append(f"{output.count(LPIPS_LINE)} LPIPS warnings")
     if "GradScaler" in output:
         problems.append("nerfstudio's GradScaler FutureWarning")
+    for line in ONCE_PER_RUN:  # what both ranks would say alike, said by rank 0
+        if output.count(line) != 1:
+            problems.append(f"{output.count(line)} lines with {line!r}")
     assert not problems, f"{problems}:\n{output[-5000:]}"
 
 

@@ -93,6 +93,29 @@ def test_the_loss_takes_its_ssim_from_the_configured_training_ssim(trainer, monk
     assert calls == [((1, 3, *outputs["rgb"].shape[:2]), True)]
 
 
+def test_the_trainer_names_the_loss_ssim_once_and_building_the_model_does_not(tmp_path, monkeypatch, capsys):
+    """The line "SSIM of the loss", where it is not splatfacto's: once per run, by the trainer of rank 0, and not by
+    the model (ns-eval and ns-export build one too, and train nothing). On the CPU the loss runs
+    pytorch_msssim, which is not named: the backend is made Triton's here."""
+    from ns_splat_plus.model.ssim import TrainingSSIM
+
+    monkeypatch.setattr(TrainingSSIM, "backend", lambda self, device: "triton")
+    monkeypatch.setattr(TrainingSSIM, "describe", lambda self, device: "fused Triton kernels")
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "run", steps=1)
+    capsys.readouterr()
+    try:
+        built = build_trainer(config)
+        assert capsys.readouterr().out.count("SSIM of the loss: fused Triton kernels") == 1
+        model = built.pipeline.model
+        type(model)(
+            config=model.config, scene_box=model.scene_box, num_train_data=model.num_train_data,
+            metadata=model.kwargs.get("metadata"), device="cpu", seed_points=None,
+        )  # fmt: skip
+        assert "SSIM of the loss" not in capsys.readouterr().out
+    finally:
+        close_writers()
+
+
 def test_renders_compile_nothing_and_give_splatfactos_view_matrices(trainer):
     """A training and an evaluation render run eagerly: nerfstudio's ``get_viewmat`` is wrapped in
     ``torch.compile``, whose Inductor compile costs seconds of every process start. The

@@ -107,6 +107,35 @@ def test_eval_metrics_are_read_past_images_and_a_cut_last_record(tmp_path: Path)
     assert [s for s, _ in cut["all eval images"]["ssim"]] == [10, 20]
 
 
+def test_only_records_with_an_eval_tag_are_parsed(tmp_path: Path, monkeypatch):
+    """A long run's event file is mostly training scalars: the reader parses only the records that
+    name an eval group, and still finds every eval value."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from torch.utils.tensorboard import SummaryWriter
+
+    events = SummaryWriter(log_dir=str(tmp_path))
+    for step in range(0, 200, 10):
+        events.add_scalar("Train Loss", 0.1, step)
+        events.add_scalar("Train Metrics Dict/psnr", 20.0, step)  # "psnr", but not an eval group
+    events.add_scalar("Eval Images Metrics Dict (all images)/psnr", 22.5, 100)
+    events.close()
+    parsed = []
+
+    class CountingEvent:
+        @staticmethod
+        def FromString(data: bytes) -> Event:  # noqa: N802 (protobuf's name)
+            event = Event.FromString(data)
+            parsed.append([v.tag for v in event.summary.value])
+            return event
+
+    real = run_plots._small_events
+    monkeypatch.setattr(
+        run_plots, "_small_events", lambda path, _, containing=(): real(path, CountingEvent, containing)
+    )
+    assert run_plots.read_eval_metrics(tmp_path) == {"all eval images": {"psnr": [(100, 22.5)]}}
+    assert parsed == [["Eval Images Metrics Dict (all images)/psnr"]], parsed
+
+
 def test_no_matplotlib_costs_one_line_and_no_plot(tmp_path: Path, monkeypatch, capsys):
     import sys
 
