@@ -87,8 +87,9 @@ def upstream_warnings_silenced() -> Iterator[None]:
 @contextlib.contextmanager
 def quiet_unless(speaks: bool) -> Iterator[None]:
     """nerfstudio's console prints nothing within the block unless ``speaks``: what every rank of a
-    multi-rank run would print alike (``Trainer.__init__``'s "Saving checkpoints to") is printed by
-    rank 0 alone. An error still reaches the user: it is raised, and printed after the block."""
+    multi-rank run would print alike (``Trainer.__init__``'s "Saving checkpoints to", ``_after_train``'s
+    "Training Finished" box) is printed by rank 0 alone. An error still reaches the user: it is raised,
+    and printed after the block."""
     previous = CONSOLE.quiet
     CONSOLE.quiet = previous or not speaks
     try:

@@ -48,7 +48,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import collectives, roll_call
 from ns_splat_plus.parallel.config import data_parallel_of
-from ns_splat_plus.training import outputs, run_plots
+from ns_splat_plus.training import console, outputs, run_plots
 from ns_splat_plus.training.heap_at_exit import freeze_heap_at_exit
 from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.step import run_training_step
@@ -130,7 +130,8 @@ def train_loop(trainer: TrainerLike) -> None:
         stop.uninstall()
     if collectives.is_main_process():  # training.png; before after_train, where the viewer may stay open
         run_plots.write_run_plot(trainer.base_dir, writer.EVENT_WRITERS)
-    upstream.after_train(trainer, quiet=not collectives.is_main_process())  # one "Training Finished" box per run
+    with console.quiet_unless(collectives.is_main_process()):  # one "Training Finished" box per run
+        upstream.after_train(trainer)
 
 
 def eval_due(trainer: TrainerLike, step: int) -> bool:

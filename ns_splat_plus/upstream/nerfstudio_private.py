@@ -138,18 +138,9 @@ def update_viewer_state(trainer, step: int) -> None:
     trainer._update_viewer_state(step)
 
 
-def after_train(trainer, quiet: bool = False) -> None:
-    """``Trainer._after_train()`` (nerfstudio 1.1.5): the last checkpoint, writers out, the viewer's end.
-    ``quiet``: nerfstudio's console prints nothing meanwhile (its "Training Finished" box, once per run:
-    ranks other than 0 pass True)."""
-    from nerfstudio.utils.rich_utils import CONSOLE
-
-    previous = CONSOLE.quiet
-    CONSOLE.quiet = previous or quiet
-    try:
-        trainer._after_train()
-    finally:
-        CONSOLE.quiet = previous
+def after_train(trainer) -> None:
+    """``Trainer._after_train()`` (nerfstudio 1.1.5): the last checkpoint, writers out, the viewer's end."""
+    trainer._after_train()
 
 
 def downscale_factor(model) -> int:
