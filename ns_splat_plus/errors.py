@@ -89,6 +89,22 @@ def show(err: SplatPlusError, rank: int = 0) -> None:
     Console(stderr=True, soft_wrap=True).print(f"[bold red]splat-plus: {escape(text)}[/bold red]")
 
 
+_exit_status: Optional[int] = None
+
+
+def exit_with(status: int) -> SystemExit:
+    """``SystemExit(status)`` for a stop whose message has been shown, recorded as the process's exit
+    status (:func:`recorded_exit_status`): ``raise errors.exit_with(2)``."""
+    global _exit_status
+    _exit_status = status
+    return SystemExit(status)
+
+
+def recorded_exit_status() -> Optional[int]:
+    """The status of the stop this process is exiting with (:func:`exit_with`); None when there is none."""
+    return _exit_status
+
+
 @contextlib.contextmanager
 def exit_on_user_error(rank: int = 0) -> Iterator[None]:
     """Print a SplatPlusError as one red message on stderr (:func:`show`) and exit with its status."""
@@ -96,4 +112,4 @@ def exit_on_user_error(rank: int = 0) -> Iterator[None]:
         yield
     except SplatPlusError as err:
         show(err, rank)
-        raise SystemExit(err.exit_status) from None
+        raise exit_with(err.exit_status) from None

@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import os
 import random
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import MutableMapping, Optional
@@ -39,7 +40,7 @@ import torch.distributed as dist
 from nerfstudio.utils.rich_utils import CONSOLE
 from rich.markup import escape
 
-from ns_splat_plus import upstream
+from ns_splat_plus import errors, upstream
 from ns_splat_plus.errors import SplatPlusError, exit_on_user_error
 from ns_splat_plus.parallel import agreement, collectives, devices, roll_call
 from ns_splat_plus.parallel.config import DataParallelConfig
@@ -60,10 +61,35 @@ def mark_finished_cleanly() -> None:
     _FINISHED_CLEANLY = True
 
 
-def _destroy_if_clean() -> None:
-    # Only after a clean finish: tearing down NCCL while a peer is dead can block.
-    if _OWNS_GROUP and _FINISHED_CLEANLY and dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+def _end_of_process() -> None:
+    """At exit (``atexit``, registered once the process is in a group): after a clean finish, the group
+    is torn down; after a stop whose message was shown (:func:`errors.exit_with`), the process ends here
+    with that status, before the interpreter is finalized. A collective's work can still hold tensors in
+    gloo's worker threads (the stop may follow it by milliseconds, e.g. ranks that disagree); released
+    during finalization they need the GIL and abort the process (SIGABRT instead of the status; seen
+    about once in 25 runs on a loaded CPU machine; pytorch/pytorch#179291). Nothing is left to finish:
+    the handlers registered later (e.g. a writer's) have run, records are written as they happen."""
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return
+    if _FINISHED_CLEANLY:
+        if _OWNS_GROUP:  # only after a clean finish: tearing down NCCL while a peer is dead can block
+            dist.destroy_process_group()
+        return
+    status = errors.recorded_exit_status()
+    if status is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+
+_END_REGISTERED = False
+
+
+def _register_end_of_process() -> None:
+    global _END_REGISTERED
+    if not _END_REGISTERED:
+        atexit.register(_end_of_process)
+        _END_REGISTERED = True
 
 
 def init_process_group(plan: DevicePlan, timeout: timedelta, env: Optional[MutableMapping[str, str]] = None) -> None:
@@ -94,7 +120,7 @@ def init_process_group(plan: DevicePlan, timeout: timedelta, env: Optional[Mutab
         timeout=timeout,
     )
     _OWNS_GROUP = True
-    atexit.register(_destroy_if_clean)
+    _register_end_of_process()
     set_node_local_group(plan.node_rank)
 
 
@@ -239,6 +265,7 @@ def setup_process(config, local_rank: int, world_size: int) -> ProcessContext:
     else:
         device = device_type
     if world_size > 1:
+        _register_end_of_process()  # also in ranks spawned by ns-train (nerfstudio's group)
         roll_call.register_rank()  # its pid and host, named should it stop answering
         roll_call.install_announcer()  # also in ranks spawned by ns-train, which joined nerfstudio's group
         # rank-specific randomness (e.g. random backgrounds) the same way under every launcher;

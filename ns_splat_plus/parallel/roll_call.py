@@ -141,14 +141,16 @@ def describe(
     )
 
 
-def write_torchelastic_error(message: str) -> None:
-    """torchrun's summary shows the error file of the first failed rank as its "traceback"."""
+def write_torchelastic_error(message: str, consequence: bool = False) -> None:
+    """torchrun's summary shows the error file of the first failed rank as its "traceback" (the smallest
+    timestamp, in whole seconds). ``consequence``: this rank stops because another one ended, whose error
+    file was written earlier: one second later, so that a tie never makes this rank the "Root Cause"."""
     path: Optional[str] = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
     try:
         with open(path, "w") as f:
-            json.dump({"message": message, "timestamp": int(time.time())}, f)
+            json.dump({"message": message, "timestamp": int(time.time()) + int(consequence)}, f)
     except OSError:
         pass
 
@@ -162,10 +164,11 @@ def stop_after_another_rank_ended(err: BaseException, step: Union[int, str]) -> 
     first = re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0]  # gloo adds advice, and "GLHF!"
     when = f"at step {step}" if isinstance(step, int) else step
     write_torchelastic_error(
-        f"splat-plus: rank {collectives.get_rank()} stopped {when} because another rank ended ({first})"
+        f"splat-plus: rank {collectives.get_rank()} stopped {when} because another rank ended ({first})",
+        consequence=True,
     )
     sys.stderr.flush()
-    raise SystemExit(1)
+    raise errors.exit_with(1)
 
 
 @contextlib.contextmanager
@@ -221,4 +224,4 @@ def stop_for_unanswered_ranks(err: BaseException, step: int, timeout_minutes: fl
 
         Console(stderr=True, soft_wrap=True).print(f"[bold red]splat-plus: {escape(message)}[/bold red]")
     sys.stderr.flush()
-    raise SystemExit(1)
+    raise errors.exit_with(1)

@@ -45,7 +45,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from nerfstudio.utils.writer import EventName, TimeWriter
 
 from ns_splat_plus import upstream
-from ns_splat_plus.errors import UserInputError, exit_on_user_error
+from ns_splat_plus.errors import UserInputError, exit_on_user_error, exit_with
 from ns_splat_plus.parallel import collectives, roll_call
 from ns_splat_plus.parallel.config import data_parallel_of
 from ns_splat_plus.training import console, outputs, run_plots
@@ -183,7 +183,7 @@ def _stop_on_signal(trainer: TrainerLike, step: int, reason: str) -> None:
     stopped = f"training stopped by {reason} after step {step}; checkpoint saved: {path}"
     roll_call.write_torchelastic_error(f"splat-plus: rank {collectives.get_rank()}: {stopped}")  # torchrun's summary
     if not collectives.is_main_process():  # one message per run: rank 0's
-        raise SystemExit(TrainingInterrupted.exit_status)
+        raise exit_with(TrainingInterrupted.exit_status)
     raise TrainingInterrupted(stopped, resume)
 
 

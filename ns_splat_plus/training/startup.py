@@ -8,6 +8,7 @@ from typing import Optional
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import upstream
+from ns_splat_plus.parallel import collectives
 from ns_splat_plus.upstream import TrainerLike
 
 STARTUP_SCALAR = "Start-up time to first step (s)"
@@ -24,7 +25,8 @@ def process_age_seconds() -> Optional[float]:
 
 
 def report_startup(trainer: TrainerLike) -> float:
-    """Print and write (at the start step) the seconds from process start to the first step."""
+    """Print and write (at the start step) the seconds from process start to the first step: with several
+    ranks, the slowest rank's, on rank 0 (a collective: every rank calls it)."""
     from nerfstudio.utils import writer
 
     datamanager = trainer.pipeline.datamanager
@@ -34,7 +36,13 @@ def report_startup(trainer: TrainerLike) -> float:
     if seconds is None:
         seconds = time.perf_counter() - getattr(trainer, "_created_at", time.perf_counter())
     images = getattr(datamanager, "_train_images_seconds", None)
-    detail = f" (train images: {images:.1f} s)" if images is not None else ""
-    CONSOLE.print(f"Start-up: {seconds:.1f} s from process start to the first training step{detail}")
+    parts = [f"train images: {images:.1f} s"] if images is not None else []
+    if collectives.is_distributed():  # one line per run: the slowest rank's, once every rank is here
+        every_rank = collectives.all_gather_object(float(seconds))
+        seconds = max(every_rank)
+        parts.insert(0, f"the slowest of {len(every_rank)} ranks; the fastest {min(every_rank):.1f} s")
+    if collectives.is_main_process():
+        detail = f" ({'; '.join(parts)})" if parts else ""
+        CONSOLE.print(f"Start-up: {seconds:.1f} s from process start to the first training step{detail}")
     writer.put_scalar(name=STARTUP_SCALAR, scalar=seconds, step=upstream.start_step(trainer))
     return seconds

@@ -26,9 +26,9 @@ from clirun import console_script
 from shared_runs import TWO_RANKS_SUMMARY, two_ranks_with_evaluations
 
 LPIPS_LINE = "LPIPS unavailable"
-ONCE_PER_RUN = ("Saving checkpoints to", "No checkpoint to load, so training from scratch")
-"""nerfstudio's Trainer.__init__ line and the trainer's fresh-start line (its checksum: the ranks' line
-"initial Gaussians identical on all 2 ranks" names them all)."""
+ONCE_PER_RUN = ("Saving checkpoints to", "No checkpoint to load, so training from scratch", "Start-up: ")
+"""nerfstudio's Trainer.__init__ line, the trainer's fresh-start line (its checksum: the ranks' line
+"initial Gaussians identical on all 2 ranks" names them all) and the start-up time (the slowest rank's)."""
 SUMMARY = re.compile(TWO_RANKS_SUMMARY)
 
 
@@ -73,6 +73,8 @@ def test_training_ends_with_one_summary_line_and_one_box(two_ranks):
     for line in ONCE_PER_RUN:  # what both ranks would say alike, said by rank 0
         if output.count(line) != 1:
             problems.append(f"{output.count(line)} lines with {line!r}")
+    if not re.search(r"^Start-up: [\d.]+ s .*\(the slowest of 2 ranks; the fastest [\d.]+ s", output, re.M):
+        problems.append("no start-up line naming the slowest of the 2 ranks")
     assert not problems, f"{problems}:\n{output[-5000:]}"
 
 

@@ -271,6 +271,59 @@ def test_a_dying_rank_stops_the_others(tmp_path):
     assert elapsed < 60, f"took {elapsed:.0f} s to stop"
 
 
+STOPPING_RANK_SCRIPT = textwrap.dedent(
+    """
+    import atexit, sys
+    from datetime import timedelta
+    from pathlib import Path
+
+    rank, port, mode, marker = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+    atexit.register(marker.write_text, "finalized")  # registered first, so it runs after splat-plus's (LIFO)
+    from ns_splat_plus.errors import UserInputError, exit_on_user_error
+    from ns_splat_plus.parallel import collectives, launch
+    from ns_splat_plus.parallel.devices import DevicePlan
+
+    plan = DevicePlan(
+        launcher="torchrun", device_type="cpu", world_size=2, rank=rank, local_rank=rank, local_world_size=2,
+        num_nodes=1, num_devices_for_launch=1, device_index=None, gpus_visible=0, message="",
+        master_addr="127.0.0.1", master_port=port,
+    )
+    launch.init_process_group(plan, timedelta(seconds=30))
+    collectives.all_gather_object(rank)  # a collective just before the stop, like the start-up agreement
+    if mode == "stop":
+        with exit_on_user_error(rank):
+            raise UserInputError(f"rank {rank} stops on purpose")
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_rank_that_stops_after_a_collective_ends_with_its_status_before_finalization(tmp_path):
+    """A stop (exit status 2) right after a collective ends the rank before the interpreter is finalized,
+    where gloo's worker threads releasing the collective's tensors can abort it (SIGABRT, about once in
+    25 runs of tests/parallel/test_rank_errors.py on a loaded machine): the handler registered before the
+    process group never runs. An ordinary end (no stop) is finalized as usual."""
+    script = tmp_path / "stopping_rank.py"
+    script.write_text(STOPPING_RANK_SCRIPT)
+    env = {**clirun.cli_env(), "OMP_NUM_THREADS": "1"}
+    procs = {}
+    for mode in ("stop", "return"):
+        port = free_port()
+        for rank in (0, 1):
+            marker = tmp_path / f"{mode}-{rank}.finalized"
+            cmd = [sys.executable, str(script), str(rank), str(port), mode, str(marker)]
+            procs[mode, rank] = subprocess.Popen(
+                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+    outputs = {key: proc.communicate(timeout=120)[0] for key, proc in procs.items()}
+    for rank in (0, 1):
+        assert procs["stop", rank].returncode == 2, outputs["stop", rank]
+        assert not (tmp_path / f"stop-{rank}.finalized").exists(), outputs["stop", rank]
+        assert procs["return", rank].returncode == 0, outputs["return", rank]
+        assert (tmp_path / f"return-{rank}.finalized").read_text() == "finalized"
+    assert "rank 0 stops on purpose" in outputs["stop", 0] and "stops on purpose" not in outputs["stop", 1]
+
+
 # --- the real CLI --------------------------------------------------------------------------------------------
 
 

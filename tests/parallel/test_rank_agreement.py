@@ -201,3 +201,22 @@ def test_show_prints_what_the_announcer_says(monkeypatch, capsys):
     errors.set_announcer(lambda e: None)
     errors.show(err, rank=0)
     assert capsys.readouterr().err == ""
+
+
+def test_a_rank_stopped_by_another_ranks_end_is_never_torchruns_root_cause(tmp_path, monkeypatch):
+    """torchrun's summary names the failure with the smallest timestamp (whole seconds) as its "Root
+    Cause"; a rank that stops because another one ended writes its file after that one's, often within
+    the same second: it must still sort after it, whichever order torchrun observed the two in."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    cause, consequence = tmp_path / "rank1.json", tmp_path / "rank0.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(cause))
+    roll_call.write_torchelastic_error("splat-plus: rank 1: photo cannot be decoded")
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(consequence))
+    monkeypatch.setattr(collectives, "get_rank", lambda: 0)
+    with pytest.raises(SystemExit) as stopped:
+        roll_call.stop_after_another_rank_ended(RuntimeError("Connection reset by peer"), "during set-up")
+    assert stopped.value.code == 1
+    failures = {0: ProcessFailure(0, 100, 1, str(consequence)), 1: ProcessFailure(1, 101, 2, str(cause))}
+    rank, failure = ChildFailedError("per_rank.py", failures).get_first_failure()
+    assert rank == 1 and failure.message == "splat-plus: rank 1: photo cannot be decoded", failure.message

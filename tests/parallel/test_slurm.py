@@ -146,7 +146,7 @@ def test_stopped_job_saves_a_checkpoint_and_resumes_to_the_end(tmp_path, scene):
     logs = [tmp_path / "job1.out", tmp_path / "job2.out"]
     try:
         first = cluster.sbatch(*args, f"--output={logs[0]}", str(SINGLE_NODE), *train, env=env, cwd=tmp_path)
-        _wait_for_text(logs[0], "Start-up:", 2, timeout=300)  # both ranks are about to train
+        _wait_for_text(logs[0], "Start-up:", 1, timeout=300)  # printed once both ranks are about to train
         time.sleep(2)  # the loop's SIGTERM handler is set right after that line (before it, SIGTERM kills)
         cluster.run("scancel", str(first))
         cluster.wait_for(first, DONE, timeout=300)
@@ -154,14 +154,14 @@ def test_stopped_job_saves_a_checkpoint_and_resumes_to_the_end(tmp_path, scene):
         second = cluster.sbatch(
             *args, "--requeue", f"--output={logs[1]}", str(SINGLE_NODE), *train, env=env, cwd=tmp_path
         )
-        _wait_for_text(logs[1], "Start-up:", 2, timeout=300)
+        _wait_for_text(logs[1], "Start-up:", 1, timeout=300)
         time.sleep(2)
         cluster.run("scancel", "--batch", "--signal=USR1", str(second))  # what --signal=B:USR1@120 sends
         _wait_for_text(logs[1], f"job {second}: requeued", 1, timeout=300)
         cluster.wait_for(second, ("PENDING",), timeout=120)
         # SLURM holds a requeued job for about two minutes (its begin time); the test starts it now
         cluster.run("scontrol", "update", f"JobId={second}", "StartTime=now")
-        _wait_for_text(logs[1], "Start-up:", 4, timeout=300)  # the requeued job started again
+        _wait_for_text(logs[1], "Start-up:", 2, timeout=300)  # the requeued job started again
         info = cluster.wait_for(second, DONE, timeout=300)
     finally:
         cluster.stop()
