@@ -290,7 +290,10 @@ def _resolve_external(
             + ("--nproc-per-node / --nnodes." if who == "torchrun" else "--ntasks-per-node / --nodes.")
         )
     warnings: List[str] = []
-    nodes = f"{ranks.num_nodes} node{'s' if ranks.num_nodes > 1 else ''} x {ranks.local_world_size} processes"
+    per_node = ranks.local_world_size
+    nodes = (
+        f"{ranks.num_nodes} node{'s' if ranks.num_nodes > 1 else ''} x {per_node} process{'es' if per_node > 1 else ''}"
+    )
     # each process is one rank: ns-train's own launcher starts just this one
     from_ranks: Dict[str, Any] = dict(  # DevicePlan's fields that come from the ranks
         launcher=ranks.launcher,

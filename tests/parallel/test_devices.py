@@ -161,6 +161,8 @@ def test_torchrun_cpu_gloo():
     plan = resolve_devices(0, "cpu", torchrun_env(1, 2, 1, 2), cuda_device_count=0)
     assert plan.external_ranks and plan.device_index is None
     assert plan.message == "splat-plus: using 2 CPU processes (0 GPUs) via torchrun (1 node x 2 processes, gloo)"
+    one_per_node = resolve_devices(0, "cpu", torchrun_env(1, 2, 0, 1), cuda_device_count=0)
+    assert one_per_node.message.endswith("(2 nodes x 1 process, gloo)"), one_per_node.message
 
 
 def test_torchrun_single_process_does_not_spawn():

@@ -209,4 +209,4 @@ def test_multi_node_template_runs_two_nodes(tmp_path, scene):
         info = cluster.wait_for(job, DONE, timeout=400)
     finally:
         cluster.stop()
-    _two_ranks_completed(info, log, tmp_path / "out" / "scene" / "splat-plus" / "two", "2 nodes x 1 processes")
+    _two_ranks_completed(info, log, tmp_path / "out" / "scene" / "splat-plus" / "two", "2 nodes x 1 process")
