@@ -157,3 +157,18 @@ def test_pyproject_builds_without_setuptools_warnings():
     messages = [str(w.message).strip().splitlines()[0] for w in caught if issubclass(w.category, SetuptoolsWarning)]
     assert not messages, messages
     assert dist.metadata.license_expression == "Apache-2.0"
+
+
+@pytest.mark.slow
+def test_the_readmes_pythonwarnings_hides_nerfstudios_import_warnings(tmp_path):
+    """The README's advice for the FutureWarnings that nerfstudio's imports print before any plugin runs: the
+    variable it gives hides them (here on a command that stops at its first check, after every import)."""
+    from clirun import run
+
+    setting = re.search(r"export PYTHONWARNINGS=(\S+)`", (REPO / "README.md").read_text())
+    assert setting is not None, "the README no longer gives the PYTHONWARNINGS setting"
+    cmd = [console_script("ns-train"), "splat-plus", "--data", str(tmp_path / "missing"), *CPU_CLI_ARGS, "colmap"]
+    proc = run(cmd, cwd=tmp_path, PYTHONWARNINGS=setting.group(1))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "does not exist" in output, output[-3000:]
+    assert "FutureWarning" not in output, output[-3000:]
