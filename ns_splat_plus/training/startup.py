@@ -40,9 +40,12 @@ def report_startup(trainer: TrainerLike) -> float:
     if collectives.is_distributed():  # one line per run: the slowest rank's, once every rank is here
         every_rank = collectives.all_gather_object(float(seconds))
         seconds = max(every_rank)
-        parts.insert(0, f"the slowest of {len(every_rank)} ranks; the fastest {min(every_rank):.1f} s")
+        parts = [f"the slowest of {len(every_rank)} ranks; the fastest {min(every_rank):.1f} s"]
+        parts += [f"rank 0's train images: {images:.1f} s"] if images is not None else []
     if collectives.is_main_process():
         detail = f" ({'; '.join(parts)})" if parts else ""
-        CONSOLE.print(f"Start-up: {seconds:.1f} s from process start to the first training step{detail}")
+        CONSOLE.print(
+            f"Start-up: {seconds:.1f} s from process start to the first training step{detail}", soft_wrap=True
+        )
     writer.put_scalar(name=STARTUP_SCALAR, scalar=seconds, step=upstream.start_step(trainer))
     return seconds
