@@ -20,7 +20,7 @@ A refine replaces the parameters it changes, and with them the gradients summed 
 
 from __future__ import annotations
 
-from typing import Dict, List, Literal, Sequence, Tuple
+from typing import List, Literal, Mapping, Sequence, Tuple
 
 OptimizerCadence = Literal["every-step", "fastgs"]
 
@@ -52,7 +52,7 @@ def groups_at(
     groups: Sequence[str],
     cadence: OptimizerCadence,
     max_steps: int,
-    accumulation: Dict[str, int],
+    accumulation: Mapping[str, int],
     first_step: int = 0,
 ) -> Tuple[List[str], List[str]]:
     """(the groups whose gradients are zeroed before ``step``, the groups stepped after it).
@@ -62,7 +62,8 @@ def groups_at(
         groups: the optimizer's parameter groups (nerfstudio's ``Optimizers.parameters`` keys).
         cadence: ``every-step`` (nerfstudio's rule) or ``fastgs`` (see the module doc).
         max_steps: the run's ``--max-num-iterations`` (FastGS's phases are fractions of it).
-        accumulation: nerfstudio's ``gradient_accumulation_steps`` (``every-step`` only; 1 where absent).
+        accumulation: nerfstudio's ``gradient_accumulation_steps`` (``every-step`` only; 1 where absent: read
+            with ``get``, so the trainer's defaultdict is passed as it is, with no key added).
         first_step: the first step of this process (a resumed run's): nothing was summed before it.
     """
     if cadence == "every-step":

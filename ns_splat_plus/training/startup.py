@@ -36,12 +36,14 @@ def report_startup(trainer: TrainerLike) -> float:
     if seconds is None:
         seconds = time.perf_counter() - getattr(trainer, "_created_at", time.perf_counter())
     images = getattr(datamanager, "_train_images_seconds", None)
-    parts = [f"train images: {images:.1f} s"] if images is not None else []
+    parts, images_of = [], "train images"
     if collectives.is_distributed():  # one line per run: the slowest rank's, once every rank is here
         every_rank = collectives.all_gather_object(float(seconds))
         seconds = max(every_rank)
-        parts = [f"the slowest of {len(every_rank)} ranks; the fastest {min(every_rank):.1f} s"]
-        parts += [f"rank 0's train images: {images:.1f} s"] if images is not None else []
+        parts.append(f"the slowest of {len(every_rank)} ranks; the fastest {min(every_rank):.1f} s")
+        images_of = "rank 0's train images"
+    if images is not None:
+        parts.append(f"{images_of}: {images:.1f} s")
     if collectives.is_main_process():
         detail = f" ({'; '.join(parts)})" if parts else ""
         CONSOLE.print(

@@ -66,7 +66,7 @@ def optimize(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, A
         list(trainer.optimizers.parameters),
         cadence,
         trainer.config.max_num_iterations,
-        dict(trainer.gradient_accumulation_steps),
+        trainer.gradient_accumulation_steps,
         first_step=upstream.start_step(trainer),
     )
     trainer.optimizers.zero_grad_some(needs_zero)
@@ -98,11 +98,9 @@ def optimize(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, A
         raise
     # the finiteness gate checks every gradient every step under FastGS's cadence (summed ones included): one set
     # of gradients, so that its readings stay batched (a set that changed would read them back each time)
-    if cadence == "fastgs":
-        optimizers = cast(CheckedOptimizers, trainer.optimizers)
-        optimizers.optimizer_scaler_step_some(trainer.grad_scaler, needs_step, checked=list(optimizers.parameters))
-    else:
-        trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, needs_step)
+    optimizers = cast(CheckedOptimizers, trainer.optimizers)  # SplatPlusTrainer's
+    checked = list(optimizers.parameters) if cadence == "fastgs" else None
+    optimizers.optimizer_scaler_step_some(trainer.grad_scaler, needs_step, checked=checked)
     if trainer.config.log_gradients:
         total = 0
         for tag, value in trainer.pipeline.model.named_parameters():
