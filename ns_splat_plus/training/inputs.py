@@ -50,11 +50,6 @@ def check_options(config) -> None:
             "warm kernels, allocator and caches before step 0, and are undone (no training happens in them)",
             f"pass --warmup-steps {MAX_WARMUP_STEPS} or less (the default 5 is enough; 0 turns warmup off)",
         )
-    if getattr(config, "optimizer_cadence", "every-step") == "fastgs" and config.gradient_accumulation_steps:
-        raise UserInputError(
-            "--optimizer-cadence fastgs sets how often each optimizer group steps, and so does "
-            f"--gradient-accumulation-steps {dict(config.gradient_accumulation_steps)}: pass one of them"
-        )
     model = config.pipeline.model
     for name in ("refine_every", "sh_degree_interval"):
         value = getattr(model, name, 1)

@@ -62,15 +62,12 @@ class CheckedOptimizers(Optimizers):
         self._row_names: List[str] = []  # the gradients, in row order
         self._checked_groups: List[str] = []  # whose values the next read checks
 
-    def optimizer_scaler_step_some(
-        self, grad_scaler, param_groups: List[str], checked: Optional[List[str]] = None
-    ) -> None:
-        """Step ``param_groups``; the finiteness gate checks ``checked`` (default: the groups stepped)."""
+    def optimizer_scaler_step_some(self, grad_scaler, param_groups: List[str]) -> None:
         # gradient averaging across ranks (parallel/gradients.py) goes first, so that the check sees the averaged gradients.
         # The optimizers' own param_groups, not self.parameters: densification replaces the Parameters there.
         average_gradients(p for group in param_groups for g in self.optimizers[group].param_groups for p in g["params"])
         if self.check_finite:
-            self.check_step(param_groups if checked is None else checked, check_grads=not grad_scaler.is_enabled())
+            self.check_step(param_groups, check_grads=not grad_scaler.is_enabled())
         if self.fused_adam and not grad_scaler.is_enabled():
             fused = [g for g in param_groups if self._fusable(g)]
             adam_step_all([self.optimizers[g] for g in fused])

@@ -13,15 +13,12 @@ between steps, never inside one). A device out-of-memory error anywhere in the s
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple, cast
+from typing import Any, Dict, Tuple
 
 import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
-from ns_splat_plus import upstream
 from ns_splat_plus.parallel.config import data_parallel_of
-from ns_splat_plus.training.cadence import OptimizerCadence, groups_at
-from ns_splat_plus.training.optimizers import CheckedOptimizers
 from ns_splat_plus.upstream import TrainerLike
 
 
@@ -59,16 +56,7 @@ def optimize(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, A
     from ns_splat_plus.errors import TrainingHealthError
     from ns_splat_plus.parallel.gradients import start_gradient_averaging
 
-    # a config.yml older than the option has none
-    cadence = cast(OptimizerCadence, getattr(trainer.config, "optimizer_cadence", "every-step"))
-    needs_zero, needs_step = groups_at(
-        step,
-        list(trainer.optimizers.parameters),
-        cadence,
-        trainer.config.max_num_iterations,
-        trainer.gradient_accumulation_steps,
-        first_step=upstream.start_step(trainer),
-    )
+    needs_zero = [g for g in trainer.optimizers.parameters if step % trainer.gradient_accumulation_steps[g] == 0]
     trainer.optimizers.zero_grad_some(needs_zero)
     device_type = trainer.device.split(":")[0]
     device_type = "cpu" if device_type == "mps" else device_type
@@ -82,6 +70,11 @@ def optimize(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, A
             "far too high (--optimizers.<group>.optimizer.lr)\n  - a NaN or degenerate camera pose in the dataset"
             "\n  - the scene scale or near plane puts every Gaussian outside the view"
         )
+    needs_step = [
+        g
+        for g in trainer.optimizers.parameters
+        if step % trainer.gradient_accumulation_steps[g] == trainer.gradient_accumulation_steps[g] - 1
+    ]
     averaging = None
     if data_parallel_of(trainer.config).overlap_gradient_averaging:
         # the optimizers' own param groups (densification replaces the Parameters there), in the order
@@ -96,11 +89,7 @@ def optimize(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, A
         if averaging is not None:
             averaging.cancel()
         raise
-    # the finiteness gate checks every gradient every step under FastGS's cadence (summed ones included): one set
-    # of gradients, so that its readings stay batched (a set that changed would read them back each time)
-    optimizers = cast(CheckedOptimizers, trainer.optimizers)  # SplatPlusTrainer's
-    checked = list(optimizers.parameters) if cadence == "fastgs" else None
-    optimizers.optimizer_scaler_step_some(trainer.grad_scaler, needs_step, checked=checked)
+    trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, needs_step)
     if trainer.config.log_gradients:
         total = 0
         for tag, value in trainer.pipeline.model.named_parameters():

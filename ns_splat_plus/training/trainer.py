@@ -40,7 +40,6 @@ from ns_splat_plus.training import (
     uncaught,
     warmup,
 )
-from ns_splat_plus.training.cadence import OptimizerCadence
 from ns_splat_plus.training.heap_at_exit import freeze_heap_at_exit
 from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.loop import train_loop
@@ -73,11 +72,6 @@ class SplatPlusTrainerConfig(TrainerConfig):
     None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
     print_config: bool = False
     """Print the whole configuration at start-up (it is always saved as config.yml in the run directory)."""
-    optimizer_cadence: OptimizerCadence = "every-step"
-    """How often each optimizer group is stepped. every-step: every step (or every --gradient-accumulation-steps).
-    fastgs: FastGS's schedule, fewer Adam updates: the higher-order SH coefficients every 16th step in the first
-    half of the run, then every group every 32nd step, and every 64th after two thirds, each update with the
-    gradients summed since the last one. Experimental: not yet measured on the GPU for speed or quality."""
 
     def is_viewer_enabled(self) -> bool:
         # nerfstudio's Trainer.setup starts a viewer on local rank 0 of every node: one run, one viewer,
