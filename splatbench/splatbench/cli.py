@@ -51,9 +51,10 @@ from typing import Dict, Iterable, Optional, Sequence
 
 from splatbench.merge import merge_results, only_methods
 from splatbench.outputs import write_outputs
+from splatbench.peer import parse_peers
 from splatbench.report import markdown_table
 from splatbench.runner import run_benchmark
-from splatbench.settings import DEFAULT_METHODS, SCENE_ARGS_MISSING, BenchmarkSettings, log
+from splatbench.settings import DEFAULT_METHODS, SCENE_ARGS_MISSING, BenchmarkSettings, log, scene_data_dir
 
 
 def _parse_method_args(items: Iterable[str]) -> Dict[str, str]:
@@ -124,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL=METHOD ARGS",
                         help="a run named LABEL in --methods that trains METHOD with ARGS added, e.g. "
                         "'splat-plus-b2=splat-plus --pipeline.datamanager.cameras-per-step 2' (repeatable)")  # fmt: skip
+    parser.add_argument("--peer", action="append", default=[], metavar="LABEL=COMMAND",
+                        help="a run named LABEL in --methods that runs another project's trainer: COMMAND with "
+                        "{data} {run_dir} {steps} {seed} filled in, which writes {run_dir}/peer_results.json "
+                        "(splatbench/splatbench/peer.py; 1 GPU only; repeatable)")  # fmt: skip
     parser.add_argument("--multi-gpu-args", default="", help="extra ns-train arguments for W>1 runs ({W} = GPUs)")
     parser.add_argument("--device-type", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--launcher", choices=["torchrun", "spawn"], default="torchrun",
@@ -176,6 +181,11 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         raise SystemExit(f"--gpu-busy-at {args.gpu_busy_at}: a fraction of the run, 0 <= F < 1")
     if args.gpu_busy_at is not None and args.gpu_busy_start is not None:
         raise SystemExit("--gpu-busy-at and --gpu-busy-start both place the window: give one")
+    variants, peers = _parse_variants(args.variant, methods), parse_peers(args.peer, methods)
+    if set(variants) & set(peers):
+        raise SystemExit(f"--peer and --variant both name {', '.join(sorted(set(variants) & set(peers)))}")
+    if any("{data}" in template for template in peers.values()) and scene_data_dir(args.scene_args) is None:
+        raise SystemExit("--peer uses {data}: give the scene's folder as --data in --scene-args")
     return BenchmarkSettings(
         methods=methods,
         gpus=args.gpus,
@@ -185,7 +195,8 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         scene_name=args.scene_name,
         train_args=args.train_args,
         method_args=_parse_method_args(args.method_args),
-        variants=_parse_variants(args.variant, methods),
+        variants=variants,
+        peers=peers,
         multi_gpu_args=args.multi_gpu_args,
         device_type=args.device_type,
         launcher=args.launcher,

@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, List, Optional
 from splatbench import children
 from splatbench.document import results_document
 from splatbench.outputs import write_outputs, write_results
+from splatbench.peer import peer_command, read_peer_results
 from splatbench.ply_export import export_run
 from splatbench.results import (
     bytes_to_gib,
@@ -153,6 +154,11 @@ class RunJob:
     def prepare(self) -> bool:
         """False when the run is not made (recorded as unsupported)."""
         settings, method, num_gpus, record = self.settings, self.plan.method, self.plan.num_gpus, self.record
+        if num_gpus > 1 and method in settings.peers:
+            record["status"] = "unsupported"
+            record["error"] = f"{method} is a peer (--peer): the benchmark runs peers on one GPU only; not run"
+            log(f"{self.tag}: skipped, {record['error']}")
+            return False
         if (
             num_gpus > 1
             and settings.nerfstudio_method(method) not in MULTI_GPU_METHODS
@@ -174,7 +180,9 @@ class RunJob:
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True)
         self.standin = (
-            children.lpips_standin_home(self.out_dir) if children.uses_lpips_standin(settings, method) else None
+            children.lpips_standin_home(self.out_dir)
+            if children.uses_lpips_standin(settings, method) and method not in settings.peers
+            else None
         )
         if self.standin is not None:
             record["lpips_note"] = (
@@ -185,6 +193,9 @@ class RunJob:
 
     def train(self, sharing: int = 0) -> bool:
         """Train; False when training failed (the record says why). ``sharing``: runs alongside."""
+        if self.plan.method in self.settings.peers:
+            self.train_peer(sharing)
+            return False  # a peer scores itself: nothing runs after it
         settings, record, tag = self.settings, self.record, self.tag
         probe_path = self.run_dir / "benchmark_probe_train.json"
         command = train_command(settings, self.plan.method, self.plan.num_gpus, self.run_dir, self.plan.repeat)
@@ -225,6 +236,44 @@ class RunJob:
         if not settings.run_eval:
             record["status"] = "ok"
         return True
+
+    def train_peer(self, sharing: int) -> None:
+        """Run a peer's command (:mod:`splatbench.peer`), timed as a whole; read what it reported."""
+        settings, record, tag = self.settings, self.record, self.tag
+        seed = self.plan.repeat if settings.seed_per_repeat else None
+        command = peer_command(
+            settings.peers[self.plan.method], settings.scene_args, self.run_dir, settings.steps, seed
+        )
+        record["train_command"] = shlex.join(command)
+        log_path = self.out_dir / "logs" / f"{tag}.train.log"
+        log(f"{tag}: running the peer's command (log: {log_path})")
+        env = children.child_env(settings, 1, self.run_dir / "unused_probe.json", None, method=self.plan.method)
+        child = children.run_child(command, log_path, env, settings.timeout_s, tag)
+        record["process_wall_s"] = child.wall_s
+        record["train_log"] = str(child.log_path)
+        record["run_dir"] = str(self.run_dir)
+        if sharing:
+            discard_timing(record, f"trained at the same time as {sharing} other run(s) on the same device")
+        elif self.plan.concurrent:
+            discard_timing(record, "a quality repeat (--concurrent-quality): not timed alone")
+        if child.timed_out or child.returncode != 0:
+            record["status"] = "timeout" if child.timed_out else "failed"
+            reason = children.failure_reason(child.log_path)
+            record["error"] = f"timed out after {settings.timeout_s:.0f} s" if child.timed_out else reason
+            log(f"{tag}: {record['status']} after {child.wall_s:.0f} s: {record['error']}")
+            return
+        values, problem = read_peer_results(self.run_dir)
+        if problem is not None:
+            record["status"], record["error"] = "failed", problem
+            log(f"{tag}: failed: {problem}")
+            return
+        if record.get("timing_valid") is False:
+            values.pop("train_wall_s", None)
+        record.update(values)
+        record["status"] = "ok"
+        log(
+            f"{tag}: ran in {child.wall_s:.0f} s, PSNR {_fmt(record['psnr'], '.3f')} SSIM {_fmt(record['ssim'], '.4f')}"
+        )
 
     def after_training(self) -> None:
         """ns-eval (unless --no-eval), then the PLY export (--export-ply: :mod:`splatbench.ply_export`)."""

@@ -48,6 +48,8 @@ class BenchmarkSettings:
     method_args: Dict[str, str] = field(default_factory=dict)
     # label -> "METHOD ARGS": the label runs nerfstudio's METHOD with ARGS added (e.g. B = 2 cameras per step beside B = 1)
     variants: Dict[str, str] = field(default_factory=dict)
+    # label -> command template: another project's trainer (splatbench.peer), one GPU
+    peers: Dict[str, str] = field(default_factory=dict)
     multi_gpu_args: str = ""
     device_type: str = "cuda"
     launcher: str = "torchrun"  # for W > 1: torchrun, or spawn (ns-train --machine.num-devices W)
@@ -97,10 +99,16 @@ class BenchmarkSettings:
     def describe_scene(self) -> str:
         if self.scene_name:
             return self.scene_name
-        tokens = shlex.split(self.scene_args)
-        if "--data" in tokens and tokens.index("--data") + 1 < len(tokens):
-            return Path(tokens[tokens.index("--data") + 1]).name
-        return "scene"
+        data = scene_data_dir(self.scene_args)
+        return Path(data).name if data else "scene"
+
+
+def scene_data_dir(scene_args: str) -> Optional[str]:
+    """The folder after ``--data`` in ``--scene-args`` (None without one)."""
+    tokens = shlex.split(scene_args)
+    if "--data" in tokens and tokens.index("--data") + 1 < len(tokens):
+        return tokens[tokens.index("--data") + 1]
+    return None
 
 
 def run_tag(method: str, num_gpus: int, repeat: Optional[int] = None) -> str:

@@ -1,0 +1,95 @@
+"""Another project's trainer side by side with nerfstudio's methods (``--peer LABEL=COMMAND``).
+
+Entry points: :func:`parse_peers` (the CLI's check of each template), :func:`peer_command` (the command of
+one run), :func:`read_peer_results` (what the run reported).
+
+A peer is a command template, split like a shell line, whose tokens may hold ``{data}`` (the ``--data``
+folder of ``--scene-args``), ``{run_dir}`` (the run's own empty directory), ``{steps}`` (``--steps``) and
+``{seed}`` (the repeat number with ``--seed-per-repeat``, else empty: the peer's own default). The command
+trains, scores the held-out views itself, and writes ``{run_dir}/peer_results.json``::
+
+    {"psnr": 24.1, "ssim": 0.95, "num_gaussians": 180000, "train_wall_s": 95.2}
+
+``psnr`` and ``ssim`` are required; ``lpips``, ``num_gaussians`` and ``train_wall_s`` (the peer's own
+training time, as it reports it) are optional. The benchmark times the whole command as the run's process
+wall, as it does ``ns-train``; a peer has no step times, GPU-busy window or memory probe.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from splatbench.settings import scene_data_dir
+
+PEER_RESULTS = "peer_results.json"
+PLACEHOLDERS = ("data", "run_dir", "steps", "seed")
+REQUIRED_KEYS = ("psnr", "ssim")
+OPTIONAL_KEYS = ("lpips", "num_gaussians", "train_wall_s")
+
+
+def _fill(template: str, values: Dict[str, str]) -> List[str]:
+    return [token.format_map(values) for token in shlex.split(template)]
+
+
+def parse_peers(items: Iterable[str], methods: Sequence[str]) -> Dict[str, str]:
+    """``LABEL=COMMAND`` -> {label: command template}; each label must be in --methods, each template
+    may use only :data:`PLACEHOLDERS` (checked here, before any run starts)."""
+    out: Dict[str, str] = {}
+    for item in items:
+        label, _, template = item.partition("=")
+        label, template = label.strip(), template.strip()
+        if not label or not template:
+            raise SystemExit(f"--peer {item!r}: expected LABEL=COMMAND, e.g. "
+                             "'fastgs=bash scripts/peers/fastgs/train_one.sh {data} {run_dir} {seed}'")  # fmt: skip
+        if label in out:
+            raise SystemExit(f"--peer {label!r} is given twice")
+        if label not in methods:
+            raise SystemExit(f"--peer {label!r}: list {label} in --methods too (it sets the run order)")
+        try:
+            _fill(template, {name: "" for name in PLACEHOLDERS})
+        except (KeyError, IndexError, ValueError) as error:
+            raise SystemExit(
+                f"--peer {label!r}: {error} is not a placeholder here; use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+            ) from None
+        out[label] = template
+    return out
+
+
+def peer_command(template: str, scene_args: str, run_dir: Path, steps: int, seed: Optional[int]) -> List[str]:
+    """The command of one peer run (its tokens with the placeholders filled)."""
+    data = scene_data_dir(scene_args)
+    if data is None and "{data}" in template:
+        raise ValueError("a peer's {data} needs --data in --scene-args")
+    values = {
+        "data": data or "",
+        "run_dir": str(run_dir),
+        "steps": str(steps),
+        "seed": "" if seed is None else str(seed),
+    }
+    return _fill(template, values)
+
+
+def read_peer_results(run_dir: Path) -> Tuple[Dict[str, Any], Optional[str]]:
+    """The metrics a peer run wrote, and None; or {} and why they are missing or unusable."""
+    path = run_dir / PEER_RESULTS
+    try:
+        reported = json.loads(path.read_text(encoding="utf8"))
+    except FileNotFoundError:
+        return {}, f"the peer wrote no {PEER_RESULTS} in its run directory"
+    except (OSError, json.JSONDecodeError) as error:
+        return {}, f"{path}: {error}"
+    if not isinstance(reported, dict):
+        return {}, f"{path}: expected a JSON object, got {type(reported).__name__}"
+    values: Dict[str, Any] = {}
+    for key in REQUIRED_KEYS + OPTIONAL_KEYS:
+        value = reported.get(key)
+        if value is None and key in OPTIONAL_KEYS:
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return {}, f"{path}: {key} is {value!r}, expected a finite number"
+        values[key] = int(value) if key == "num_gaussians" else float(value)
+    return values, None

@@ -1,0 +1,84 @@
+"""``--peer``: another project's trainer side by side with nerfstudio's methods (splatbench/peer.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from splatbench import cli
+
+# A stand-in for another project's trainer (a shell script, as scripts/peers/fastgs/train_one.sh is): it checks
+# what it was given and reports made-up metrics that depend on its seed, so the test can tell which run wrote which row.
+FAKE_PEER = r"""
+set -eu
+data=$1 run_dir=$2 seed=${3:-}
+test -f "$data/marker.txt"
+test -d "$run_dir" && test -z "$(ls -A "$run_dir")"
+[ "$seed" = 3 ] && exit 0  # a run that ends without writing its results
+s=${seed:-0}
+printf '{"psnr": 2%s.0, "ssim": 0.9%s, "num_gaussians": %s000, "train_wall_s": 1.5}' "$s" "$s" "$((s + 1))" \
+  > "$run_dir/peer_results.json"
+"""
+
+
+def _run(tmp_path: Path, *extra: str) -> dict:
+    scene = tmp_path / "scene"
+    scene.mkdir(exist_ok=True)
+    (scene / "marker.txt").write_text("a scene")
+    peer = tmp_path / "fake_peer.sh"
+    peer.write_text(FAKE_PEER)
+    out = tmp_path / "out"
+    cli.main([
+        "--methods", "peer-a", "--device-type", "cpu", "--scene-args", f"--data {scene} colmap",
+        "--peer", f"peer-a=bash {peer} {{data}} {{run_dir}} {{seed}}", "--out", str(out), *extra,
+    ])  # fmt: skip
+    return json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.slow  # starts the peer's command (a process)
+def test_a_peer_runs_its_command_per_repeat_and_its_metrics_reach_the_report(tmp_path):
+    results = _run(tmp_path, "--repeats", "3", "--seed-per-repeat")
+    runs = {r["repeat"]: r for r in results["runs"]}
+    assert [runs[k]["psnr"] for k in (1, 2)] == [21.0, 22.0]  # each repeat got its own seed
+    assert [runs[k]["num_gaussians"] for k in (1, 2)] == [2000, 3000]
+    assert runs[1]["status"] == runs[2]["status"] == "ok"
+    assert runs[1]["process_wall_s"] > 0 and runs[1]["train_wall_s"] == 1.5
+    assert str(tmp_path / "scene") in runs[1]["train_command"]
+    assert runs[3]["status"] == "failed" and "peer_results.json" in runs[3]["error"]
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "`peer-a`" in table and "21.50" in table  # the mean PSNR of the two runs that reported
+
+
+@pytest.mark.slow  # starts the peer's command (a process)
+def test_a_peer_without_seed_per_repeat_gets_its_own_default_seed(tmp_path):
+    (run,) = _run(tmp_path)["runs"]
+    assert run["psnr"] == 20.0 and run["status"] == "ok"
+
+
+def test_a_peer_on_several_gpus_is_recorded_as_unsupported_without_running(tmp_path):
+    runs = _run(tmp_path, "--gpus", "2")["runs"]
+    assert runs[0]["status"] == "unsupported" and "one GPU" in runs[0]["error"]
+    assert not (tmp_path / "out" / "logs").exists()
+
+
+@pytest.mark.parametrize(
+    ("peer", "methods", "message"),
+    [
+        ("peer-a=run {scene}", "peer-a", "'scene' is not a placeholder"),
+        ("peer-b=run {data}", "peer-a", "list peer-b in --methods"),
+        ("peer-a=", "peer-a", "expected LABEL=COMMAND"),
+    ],
+)
+def test_peer_mistakes_stop_before_any_run(tmp_path, peer, methods, message):
+    with pytest.raises(SystemExit, match=message):
+        cli.main(["--methods", methods, "--device-type", "cpu", "--scene-args", "--data x colmap", "--peer", peer,
+                  "--out", str(tmp_path)])  # fmt: skip
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_a_peer_that_reads_data_needs_data_in_the_scene_arguments(tmp_path):
+    with pytest.raises(SystemExit, match=r"--peer uses \{data\}"):
+        cli.main(["--methods", "p", "--device-type", "cpu", "--scene-args", "blender-data", "--peer", "p=run {data}",
+                  "--out", str(tmp_path)])  # fmt: skip
