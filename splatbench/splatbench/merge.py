@@ -35,22 +35,23 @@ def check_one_source(runs: List[Dict[str, Any]]) -> None:
                              f"ns-splat-plus source ({', '.join(digests)}): never pool runs of different code")  # fmt: skip
 
 
-def _merged_variants(parts: List[Dict[str, Any]]) -> Dict[str, str]:
-    """The variants of all parts (--variant LABEL=METHOD ARGS). A command may add labels the others do
-    not have; a label must mean the same in every part that runs it (one spec, or plain everywhere)."""
-    variants: Dict[str, str] = {}
+def _merged_labels(parts: List[Dict[str, Any]], key: str = "variants") -> Dict[str, str]:
+    """The labels of all parts under settings ``key`` (``variants``: --variant LABEL=METHOD ARGS; ``peers``:
+    --peer LABEL=COMMAND). A command may add labels the others do not have; a label must mean the same in
+    every part that runs it (one spec, or plain everywhere)."""
+    labels: Dict[str, str] = {}
     for index, part in enumerate(parts, 1):
-        for label, spec in (part.get("settings", {}).get("variants") or {}).items():
-            if variants.setdefault(label, spec) != spec:
-                raise ValueError(f"results {index} runs {label} as {spec!r}, an earlier one as {variants[label]!r}: "
+        for label, spec in (part.get("settings", {}).get(key) or {}).items():
+            if labels.setdefault(label, spec) != spec:
+                raise ValueError(f"results {index} runs {label} as {spec!r}, an earlier one as {labels[label]!r}: "
                                  "not one experiment")  # fmt: skip
     for index, part in enumerate(parts, 1):
         settings = part.get("settings", {})
-        plain = [m for m in settings.get("methods", []) if m in variants and m not in (settings.get("variants") or {})]
+        plain = [m for m in settings.get("methods", []) if m in labels and m not in (settings.get(key) or {})]
         if plain:
-            raise ValueError(f"results {index} runs {plain[0]} as the plain method, another as the variant "
-                             f"{variants[plain[0]]!r}: not one experiment")  # fmt: skip
-    return variants
+            raise ValueError(f"results {index} runs {plain[0]} as the plain method, another as "
+                             f"{labels[plain[0]]!r}: not one experiment")  # fmt: skip
+    return labels
 
 
 def only_methods(results: Dict[str, Any], methods: List[str]) -> Dict[str, Any]:
@@ -59,7 +60,8 @@ def only_methods(results: Dict[str, Any], methods: List[str]) -> Dict[str, Any]:
     settings = dict(results.get("settings", {}))
     keep = [m for m in methods if m in settings.get("methods", [])]
     settings["methods"] = keep
-    settings["variants"] = {k: v for k, v in (settings.get("variants") or {}).items() if k in keep}
+    for key in ("variants", "peers"):
+        settings[key] = {k: v for k, v in (settings.get(key) or {}).items() if k in keep}
     runs = [dict(r) for r in results["runs"] if r["method"] in keep]
     return results_document(
         settings, runs, results.get("reference_method"), results.get("environment"), created=results.get("created"),
@@ -101,7 +103,7 @@ def merge_results(
         differ = [key for key in same if (settings.get(key) or None) != (first.get(key) or None)]  # absent = empty
         if differ:
             raise ValueError(f"results {index} differs from results 1 in " + ", ".join(differ) + ": not one experiment")
-    variants = _merged_variants(parts)
+    variants, peers = _merged_labels(parts, "variants"), _merged_labels(parts, "peers")
     names = sources or [f"results {index}" for index in range(1, len(parts) + 1)]  # for the notes
     runs: List[Dict[str, Any]] = []
     seen: Dict[tuple, int] = {}
@@ -135,6 +137,7 @@ def merge_results(
     settings = dict(first) | {
         "methods": methods,
         "variants": variants,
+        "peers": peers,
         "repeats": len({r.get("repeat") or 1 for r in runs}),
         "first_repeat": min(r.get("repeat") or 1 for r in runs),
         "concurrent_quality": any(p.get("settings", {}).get("concurrent_quality") for p in parts)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 import pytest
 
-from splatbench import cli
+from splatbench import cli, merge
 
 # A stand-in for another project's trainer (a shell script, as scripts/peers/fastgs/train_one.sh is): it checks
 # what it was given and reports made-up metrics that depend on its seed, so the test can tell which run wrote which row.
@@ -23,13 +24,13 @@ printf '{"psnr": 2%s.0, "ssim": 0.9%s, "num_gaussians": %s000, "train_wall_s": 1
 """
 
 
-def _run(tmp_path: Path, *extra: str) -> dict:
+def _run(tmp_path: Path, *extra: str, out_name: str = "out") -> dict:
     scene = tmp_path / "scene"
     scene.mkdir(exist_ok=True)
     (scene / "marker.txt").write_text("a scene")
     peer = tmp_path / "fake_peer.sh"
     peer.write_text(FAKE_PEER)
-    out = tmp_path / "out"
+    out = tmp_path / out_name
     cli.main([
         "--methods", "peer-a", "--device-type", "cpu", "--scene-args", f"--data {scene} colmap",
         "--peer", f"peer-a=bash {peer} {{data}} {{run_dir}} {{seed}}", "--out", str(out), *extra,
@@ -82,3 +83,16 @@ def test_a_peer_that_reads_data_needs_data_in_the_scene_arguments(tmp_path):
     with pytest.raises(SystemExit, match=r"--peer uses \{data\}"):
         cli.main(["--methods", "p", "--device-type", "cpu", "--scene-args", "blender-data", "--peer", "p=run {data}",
                   "--out", str(tmp_path)])  # fmt: skip
+
+
+@pytest.mark.slow  # starts the peer's command (a process)
+def test_peer_runs_of_separate_commands_merge_only_when_the_peer_is_the_same_command(tmp_path):
+    first = _run(tmp_path, "--seed-per-repeat", out_name="a")
+    second = _run(tmp_path, "--seed-per-repeat", "--first-repeat", "2", out_name="b")
+    merged = merge.merge_results([first, second])
+    assert [r["psnr"] for r in merged["runs"]] == [21.0, 22.0]
+    assert merged["settings"]["peers"] == first["settings"]["peers"]
+    other = copy.deepcopy(second)
+    other["settings"]["peers"]["peer-a"] += " --another-setting"
+    with pytest.raises(ValueError, match="runs peer-a as .* not one experiment"):
+        merge.merge_results([first, other])
