@@ -35,7 +35,7 @@ Differences from nerfstudio's loop, and why:
 from __future__ import annotations
 
 import time
-from typing import cast
+from typing import Any, Dict, cast
 
 import torch
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager
@@ -96,9 +96,10 @@ def train_loop(trainer: TrainerLike) -> None:
                     stop.signal_name = outputs.low_disk_reason(trainer)
                 upstream.update_viewer_state(trainer, step)
                 if log_step:
-                    writer.put_scalar(name="Train Loss", scalar=loss, step=step)
-                    writer.put_dict(name="Train Loss Dict", scalar_dict=loss_dict, step=step)
-                    writer.put_dict(name="Train Metrics Dict", scalar_dict=metrics_dict, step=step)
+                    # detached: the same values, without torch's warning about reading a tensor that requires grad
+                    writer.put_scalar(name="Train Loss", scalar=loss.detach(), step=step)
+                    writer.put_dict(name="Train Loss Dict", scalar_dict=_detached(loss_dict), step=step)
+                    writer.put_dict(name="Train Metrics Dict", scalar_dict=_detached(metrics_dict), step=step)
                     if device.type == "cuda":
                         writer.put_scalar(
                             name="GPU Memory (MB)",
@@ -209,3 +210,8 @@ def _stop_on_unreadable_photo(trainer: TrainerLike, step: int, err: PhotoReadErr
             f"moved or damaged after training started; {saved}",
             f"restore the photo (or remove it from the dataset and start a new run), then {again}",
         )
+
+
+def _detached(values: Dict[str, Any]) -> Dict[str, Any]:
+    """``values`` with each tensor detached from autograd (the writers read them as plain numbers)."""
+    return {key: value.detach() if isinstance(value, torch.Tensor) else value for key, value in values.items()}

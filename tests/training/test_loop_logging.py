@@ -3,6 +3,8 @@ running averages the console and viewer read are nerfstudio's, step for step."""
 
 from __future__ import annotations
 
+import math
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -64,19 +66,24 @@ def test_nothing_is_recorded_before_the_writers_are_set_up(fake_trainer):
 
 
 def test_a_training_run_logs_iteration_times_at_logging_steps(tmp_path):
-    """A real (CPU) run: TensorBoard holds the iteration time at the logging steps only."""
+    """A real (CPU) run: TensorBoard holds the iteration time at the logging steps only, and the losses,
+    written without torch's warning about reading a tensor that requires grad (a line on the console)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=25)
     config.logging.steps_per_log = 10
     trainer = build_trainer(config)
     try:
-        trainer.train()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.train()
     finally:
         close_writers()
     events = EventAccumulator(str(config.get_base_dir())).Reload()
     assert [e.step for e in events.Scalars(ITER)] == [0, 10, 20]
     assert [e.step for e in events.Scalars("Train Loss")] == [0, 10, 20]
+    assert all(math.isfinite(e.value) and e.value > 0 for e in events.Scalars("Train Loss"))
+    assert [str(w.message) for w in caught if "requires_grad" in str(w.message)] == []
 
 
 def test_eval_iteration_runs_only_on_steps_with_an_evaluation_due(tmp_path):
