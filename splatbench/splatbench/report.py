@@ -29,6 +29,10 @@ def _refine_cell(densification: Optional[Dict[str, Any]]) -> str:
     for key in REFINE_COUNT_KEYS:
         if densification.get(key):
             parts.append(f"{key} {densification[key]:,}")
+    if densification.get("refine_seconds") is not None:
+        scoring = densification.get("refine_scoring_seconds")
+        parts.append(f"{densification['refine_seconds']:.1f} s in refines"
+                     + (f" ({scoring:.1f} s scoring)" if scoring is not None else ""))  # fmt: skip
     return ", ".join(parts)
 
 

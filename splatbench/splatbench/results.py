@@ -195,6 +195,11 @@ def read_densification(path: Path) -> Optional[Dict[str, Any]]:
             value = event.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 totals[key] = totals.get(key, 0) + int(value)
+        seconds = event.get("seconds")  # the efficient strategy's host clock per refine (lite's multi-view scoring)
+        if isinstance(seconds, dict):
+            for key, total in (("total", "refine_seconds"), ("scoring", "refine_scoring_seconds")):
+                if isinstance(seconds.get(key), (int, float)):
+                    totals[total] = totals.get(total, 0.0) + float(seconds[key])
         for key in ("num_gaussians", "gaussians_after", "count_after", "num_after", "gaussians"):
             if isinstance(event.get(key), (int, float)):
                 last_count = int(event[key])

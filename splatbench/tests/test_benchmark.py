@@ -128,6 +128,19 @@ def test_densification_totals_from_jsonl(tmp_path):
         "refine_events": 2, "duplicated": 11, "split": 5, "pruned": 23, "gaussians_after_last_refine": 398,
     }  # fmt: skip
     assert res.read_densification(tmp_path / "missing.jsonl") is None
+    assert "s in refines" not in report._refine_cell(totals)
+
+
+def test_densification_totals_add_up_the_efficient_strategys_refine_seconds(tmp_path):
+    path = tmp_path / "densification.jsonl"
+    lines = [
+        {"step": 100, "event": "refine", "duplicated": 4, "seconds": {"scoring": 0.25, "total": 0.5}},
+        {"step": 200, "event": "refine", "duplicated": 2, "seconds": {"scoring": 0.5, "total": 1.25}},
+    ]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    totals = res.read_densification(path)
+    assert (totals["refine_seconds"], totals["refine_scoring_seconds"]) == (1.75, 0.75)
+    assert report._refine_cell(totals) == "2 events, duplicated 6, 1.8 s in refines (0.8 s scoring)"
 
 
 def test_eval_metrics_keep_unavailable_lpips_null(tmp_path):
