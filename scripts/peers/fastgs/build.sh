@@ -41,17 +41,27 @@ BUILD=/tmp/fastgs_build
 rm -rf $BUILD
 cp -a "$SRC/submodules" $BUILD
 rc_all=0
-for ext in simple-knn fused-ssim diff-gaussian-rasterization_fastgs; do
-  t0=$(date +%s.%N)
-  rc=0
-  $PY -m pip install --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade --target $DEST \
-    "$BUILD/$ext" >"$LOG/build_$ext.log" 2>&1 || rc=$?
-  t1=$(date +%s.%N)
-  printf 'build %-36s rc=%d  wall %s s  (log %s)\n' $ext $rc "$(awk "BEGIN{printf \"%.1f\", $t1-$t0}")" \
-    "$LOG/build_$ext.log"
-  if [ $rc -ne 0 ]; then
+EXTS="simple-knn fused-ssim diff-gaussian-rasterization_fastgs"
+# the three builds at once (about 60 s each with 16 jobs; one after another they took 175 s on the H200 machine)
+for ext in $EXTS; do
+  (
+    t0=$(date +%s.%N)
+    rc=0
+    $PY -m pip install --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade --target "$DEST/$ext" \
+      "$BUILD/$ext" >"$LOG/build_$ext.log" 2>&1 || rc=$?
+    t1=$(date +%s.%N)
+    echo "$rc $(awk "BEGIN{printf \"%.1f\", $t1-$t0}")" >"$BUILD/$ext.result"
+  ) &
+done
+wait
+for ext in $EXTS; do
+  read -r rc wall <"$BUILD/$ext.result" || { rc=1; wall=?; }
+  printf 'build %-36s rc=%d  wall %s s  (log %s)\n' $ext $rc "$wall" "$LOG/build_$ext.log"
+  if [ "$rc" -ne 0 ]; then
     rc_all=1
     grep -m20 -i -B2 -A3 'error' "$LOG/build_$ext.log" || tail -n 20 "$LOG/build_$ext.log"
+  else
+    cp -a "$DEST/$ext"/. "$DEST"/ # one target per build (pip --target replaces a shared one), merged afterwards
   fi
 done
 # small pure-Python/runtime deps FastGS imports, installed only where the machine lacks them
