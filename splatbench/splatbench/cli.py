@@ -51,7 +51,7 @@ from typing import Dict, Iterable, Optional, Sequence
 
 from splatbench.merge import merge_results, only_methods
 from splatbench.outputs import write_outputs
-from splatbench.peer import parse_peers
+from splatbench.peer import check_template
 from splatbench.report import markdown_table
 from splatbench.runner import run_benchmark
 from splatbench.settings import DEFAULT_METHODS, SCENE_ARGS_MISSING, BenchmarkSettings, log, scene_data_dir
@@ -67,21 +67,39 @@ def _parse_method_args(items: Iterable[str]) -> Dict[str, str]:
     return out
 
 
-def _parse_variants(items: Iterable[str], methods: Sequence[str]) -> Dict[str, str]:
-    """``LABEL=METHOD ARGS...`` -> {label: "METHOD ARGS..."}; every label must be listed in --methods."""
+def _parse_labelled(items: Iterable[str], methods: Sequence[str], option: str, usage: str) -> Dict[str, str]:
+    """``LABEL=VALUE`` items of a repeatable option -> {label: value}; each label once, and listed in --methods
+    (where it sets the run order)."""
     out: Dict[str, str] = {}
     for item in items:
-        label, _, spec = item.partition("=")
-        label, spec = label.strip(), spec.strip()
-        if not label or not spec or spec.startswith("-"):
-            raise SystemExit(f"--variant {item!r}: expected LABEL=METHOD [ns-train arguments], "
-                             "e.g. 'splat-plus-b2=splat-plus --pipeline.datamanager.cameras-per-step 2'")  # fmt: skip
+        label, _, value = item.partition("=")
+        label, value = label.strip(), value.strip()
+        if not label or not value or (option == "--variant" and value.startswith("-")):
+            raise SystemExit(f"{option} {item!r}: expected {usage}")
         if label in out:
-            raise SystemExit(f"--variant {label!r} is given twice")
+            raise SystemExit(f"{option} {label!r} is given twice")
         if label not in methods:
-            raise SystemExit(f"--variant {label!r}: list {label} in --methods too (it sets the run order)")
-        out[label] = spec
+            raise SystemExit(f"{option} {label!r}: list {label} in --methods too (it sets the run order)")
+        out[label] = value
     return out
+
+
+def _parse_variants(items: Iterable[str], methods: Sequence[str]) -> Dict[str, str]:
+    """``LABEL=METHOD ARGS...`` -> {label: "METHOD ARGS..."}."""
+    usage = ("LABEL=METHOD [ns-train arguments], e.g. "
+             "'splat-plus-b2=splat-plus --pipeline.datamanager.cameras-per-step 2'")  # fmt: skip
+    return _parse_labelled(items, methods, "--variant", usage)
+
+
+def _parse_peers(items: Iterable[str], methods: Sequence[str]) -> Dict[str, str]:
+    """``LABEL=COMMAND`` -> {label: command template}, each template checked (:func:`splatbench.peer.check_template`)."""
+    usage = "LABEL=COMMAND, e.g. 'fastgs=bash scripts/peers/fastgs/train_one.sh {data} {run_dir} {seed}'"
+    peers = _parse_labelled(items, methods, "--peer", usage)
+    for label, template in peers.items():
+        problem = check_template(template)
+        if problem is not None:
+            raise SystemExit(f"--peer {label!r}: {problem}")
+    return peers
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,7 +199,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         raise SystemExit(f"--gpu-busy-at {args.gpu_busy_at}: a fraction of the run, 0 <= F < 1")
     if args.gpu_busy_at is not None and args.gpu_busy_start is not None:
         raise SystemExit("--gpu-busy-at and --gpu-busy-start both place the window: give one")
-    variants, peers = _parse_variants(args.variant, methods), parse_peers(args.peer, methods)
+    variants, peers = _parse_variants(args.variant, methods), _parse_peers(args.peer, methods)
     if set(variants) & set(peers):
         raise SystemExit(f"--peer and --variant both name {', '.join(sorted(set(variants) & set(peers)))}")
     if any("{data}" in template for template in peers.values()) and scene_data_dir(args.scene_args) is None:

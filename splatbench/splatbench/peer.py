@@ -1,6 +1,6 @@
 """Another project's trainer side by side with nerfstudio's methods (``--peer LABEL=COMMAND``).
 
-Entry points: :func:`parse_peers` (the CLI's check of each template), :func:`peer_command` (the command of
+Entry points: :func:`check_template` (the CLI's check of each template), :func:`peer_command` (the command of
 one run), :func:`read_peer_results` (what the run reported).
 
 A peer is a command template, split like a shell line, whose tokens may hold ``{data}`` (the ``--data``
@@ -21,7 +21,7 @@ import json
 import math
 import shlex
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from splatbench.settings import scene_data_dir
 
@@ -35,28 +35,13 @@ def _fill(template: str, values: Dict[str, str]) -> List[str]:
     return [token.format_map(values) for token in shlex.split(template)]
 
 
-def parse_peers(items: Iterable[str], methods: Sequence[str]) -> Dict[str, str]:
-    """``LABEL=COMMAND`` -> {label: command template}; each label must be in --methods, each template
-    may use only :data:`PLACEHOLDERS` (checked here, before any run starts)."""
-    out: Dict[str, str] = {}
-    for item in items:
-        label, _, template = item.partition("=")
-        label, template = label.strip(), template.strip()
-        if not label or not template:
-            raise SystemExit(f"--peer {item!r}: expected LABEL=COMMAND, e.g. "
-                             "'fastgs=bash scripts/peers/fastgs/train_one.sh {data} {run_dir} {seed}'")  # fmt: skip
-        if label in out:
-            raise SystemExit(f"--peer {label!r} is given twice")
-        if label not in methods:
-            raise SystemExit(f"--peer {label!r}: list {label} in --methods too (it sets the run order)")
-        try:
-            _fill(template, {name: "" for name in PLACEHOLDERS})
-        except (KeyError, IndexError, ValueError) as error:
-            raise SystemExit(
-                f"--peer {label!r}: {error} is not a placeholder here; use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
-            ) from None
-        out[label] = template
-    return out
+def check_template(template: str) -> Optional[str]:
+    """None when ``template`` uses only :data:`PLACEHOLDERS`, else what is wrong (checked before any run)."""
+    try:
+        _fill(template, {name: "" for name in PLACEHOLDERS})
+    except (KeyError, IndexError, ValueError) as error:
+        return f"{error} is not a placeholder here; use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+    return None
 
 
 def peer_command(template: str, scene_args: str, run_dir: Path, steps: int, seed: Optional[int]) -> List[str]:

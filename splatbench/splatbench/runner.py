@@ -206,19 +206,10 @@ class RunJob:
         env = children.child_env(
             settings, self.plan.num_gpus, probe_path, self.standin, method=settings.nerfstudio_method(self.plan.method)
         )
-        child = children.run_child(command, log_path, env, settings.timeout_s, tag)
-        record["process_wall_s"] = child.wall_s
-        record["train_log"] = str(child.log_path)
-        collect_train(record, probe_path, settings.effective_skip)
-        if sharing:
-            discard_timing(record, f"trained at the same time as {sharing} other run(s) on the same device")
-        elif self.plan.concurrent:  # alone in its batch, but a quality repeat: other commands may share the GPU
-            discard_timing(record, "a quality repeat (--concurrent-quality): not timed alone")
-        if child.timed_out or child.returncode != 0:
-            record["status"] = "timeout" if child.timed_out else "failed"
-            reason = children.failure_reason(child.log_path)
-            record["error"] = f"timed out after {settings.timeout_s:.0f} s" if child.timed_out else reason
-            log(f"{tag}: {record['status']} after {child.wall_s:.0f} s: {record['error']}")
+        child = self._run_training_child(
+            command, log_path, env, sharing, collect=lambda: collect_train(record, probe_path, settings.effective_skip)
+        )
+        if child is None:
             return False
         configs = sorted(self.run_dir.rglob("config.yml"))
         if not configs:
@@ -237,6 +228,34 @@ class RunJob:
             record["status"] = "ok"
         return True
 
+    def _run_training_child(
+        self,
+        command: List[str],
+        log_path: Path,
+        env: Dict[str, str],
+        sharing: int,
+        collect: Optional[Callable[[], None]] = None,
+    ) -> Optional[children.ChildResult]:
+        """Run a training command; its wall and log (and ``collect``'s figures) go into the record, timing
+        discarded where the run shared its device. None when it failed or timed out (the record says why)."""
+        settings, record, tag = self.settings, self.record, self.tag
+        child = children.run_child(command, log_path, env, settings.timeout_s, tag)
+        record["process_wall_s"] = child.wall_s
+        record["train_log"] = str(child.log_path)
+        if collect is not None:
+            collect()
+        if sharing:
+            discard_timing(record, f"trained at the same time as {sharing} other run(s) on the same device")
+        elif self.plan.concurrent:  # alone in its batch, but a quality repeat: other commands may share the GPU
+            discard_timing(record, "a quality repeat (--concurrent-quality): not timed alone")
+        if child.timed_out or child.returncode != 0:
+            record["status"] = "timeout" if child.timed_out else "failed"
+            reason = children.failure_reason(child.log_path)
+            record["error"] = f"timed out after {settings.timeout_s:.0f} s" if child.timed_out else reason
+            log(f"{tag}: {record['status']} after {child.wall_s:.0f} s: {record['error']}")
+            return None
+        return child
+
     def train_peer(self, sharing: int) -> None:
         """Run a peer's command (:mod:`splatbench.peer`), timed as a whole; read what it reported."""
         settings, record, tag = self.settings, self.record, self.tag
@@ -248,19 +267,9 @@ class RunJob:
         log_path = self.out_dir / "logs" / f"{tag}.train.log"
         log(f"{tag}: running the peer's command (log: {log_path})")
         env = children.child_env(settings, 1, self.run_dir / "unused_probe.json", None, method=self.plan.method)
-        child = children.run_child(command, log_path, env, settings.timeout_s, tag)
-        record["process_wall_s"] = child.wall_s
-        record["train_log"] = str(child.log_path)
         record["run_dir"] = str(self.run_dir)
-        if sharing:
-            discard_timing(record, f"trained at the same time as {sharing} other run(s) on the same device")
-        elif self.plan.concurrent:
-            discard_timing(record, "a quality repeat (--concurrent-quality): not timed alone")
-        if child.timed_out or child.returncode != 0:
-            record["status"] = "timeout" if child.timed_out else "failed"
-            reason = children.failure_reason(child.log_path)
-            record["error"] = f"timed out after {settings.timeout_s:.0f} s" if child.timed_out else reason
-            log(f"{tag}: {record['status']} after {child.wall_s:.0f} s: {record['error']}")
+        child = self._run_training_child(command, log_path, env, sharing)
+        if child is None:
             return
         values, problem = read_peer_results(self.run_dir)
         if problem is not None:
