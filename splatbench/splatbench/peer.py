@@ -10,9 +10,12 @@ trains, scores the held-out views itself, and writes ``{run_dir}/peer_results.js
 
     {"psnr": 24.1, "ssim": 0.95, "num_gaussians": 180000, "train_wall_s": 95.2}
 
-``psnr`` and ``ssim`` are required; ``lpips``, ``num_gaussians`` and ``train_wall_s`` (the peer's own
-training time, as it reports it) are optional. The benchmark times the whole command as the run's process
-wall, as it does ``ns-train``; a peer has no step times, GPU-busy window or memory probe.
+``psnr`` and ``ssim`` are required; ``lpips``, ``num_gaussians``, ``train_wall_s`` (the peer's own
+training time, as it reports it) and ``process_wall_s`` are optional. The run's process wall is the
+command's own ``process_wall_s`` where it gives one (the wall of its training process alone, when the
+command also renders and scores the held-out views, which ``ns-eval`` does outside ``ns-train``'s wall),
+else the whole command's wall as the benchmark timed it. A peer has no step times, GPU-busy window or
+memory probe.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from splatbench.settings import scene_data_dir
 PEER_RESULTS = "peer_results.json"
 PLACEHOLDERS = ("data", "run_dir", "steps", "seed")
 REQUIRED_KEYS = ("psnr", "ssim")
-OPTIONAL_KEYS = ("lpips", "num_gaussians", "train_wall_s")
+OPTIONAL_KEYS = ("lpips", "num_gaussians", "train_wall_s", "process_wall_s")
 
 
 def _fill(template: str, values: Dict[str, str]) -> List[str]:

@@ -276,8 +276,10 @@ class RunJob:
             record["status"], record["error"] = "failed", problem
             log(f"{tag}: failed: {problem}")
             return
+        record["command_wall_s"] = child.wall_s  # the whole command (a process_wall_s it reports replaces it)
         if record.get("timing_valid") is False:
-            values.pop("train_wall_s", None)
+            for key in ("train_wall_s", "process_wall_s"):
+                values.pop(key, None)
         record.update(values)
         record["status"] = "ok"
         log(

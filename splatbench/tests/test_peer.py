@@ -19,8 +19,9 @@ test -f "$data/marker.txt"
 test -d "$run_dir" && test -z "$(ls -A "$run_dir")"
 [ "$seed" = 3 ] && exit 0  # a run that ends without writing its results
 s=${seed:-0}
-printf '{"psnr": 2%s.0, "ssim": 0.9%s, "num_gaussians": %s000, "train_wall_s": 1.5}' "$s" "$s" "$((s + 1))" \
-  > "$run_dir/peer_results.json"
+wall=null; [ "$s" = 1 ] && wall=123.5  # seed 1 reports its training process's own wall
+printf '{"psnr": 2%s.0, "ssim": 0.9%s, "num_gaussians": %s000, "train_wall_s": 1.5, "process_wall_s": %s}' \
+  "$s" "$s" "$((s + 1))" "$wall" > "$run_dir/peer_results.json"
 """
 
 
@@ -45,7 +46,9 @@ def test_a_peer_runs_its_command_per_repeat_and_its_metrics_reach_the_report(tmp
     assert [runs[k]["psnr"] for k in (1, 2)] == [21.0, 22.0]  # each repeat got its own seed
     assert [runs[k]["num_gaussians"] for k in (1, 2)] == [2000, 3000]
     assert runs[1]["status"] == runs[2]["status"] == "ok"
-    assert runs[1]["process_wall_s"] > 0 and runs[1]["train_wall_s"] == 1.5
+    assert runs[1]["process_wall_s"] == 123.5 and 0 < runs[1]["command_wall_s"] < 123.5  # the peer's own
+    assert runs[2]["process_wall_s"] == runs[2]["command_wall_s"] > 0  # else the whole command's
+    assert runs[1]["train_wall_s"] == 1.5
     assert str(tmp_path / "scene") in runs[1]["train_command"]
     assert runs[3]["status"] == "failed" and "peer_results.json" in runs[3]["error"]
     table = (tmp_path / "out" / "results.md").read_text()
