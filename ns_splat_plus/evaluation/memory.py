@@ -18,7 +18,7 @@ class PeakMemoryTracker:
     training peak and resets it; leaving it reads the evaluation peak; the first training
     iteration after an evaluation resets it again (``start_training_window``, a pipeline
     callback). Not resetting on the way out leaves the eval peak readable by an outer harness
-    that reads the counter after ``eval_iteration`` (scripts/measure_eval_memory.py, ns_splat_plus.bench.probe).
+    that reads the counter after ``eval_iteration`` (scripts/measure_eval_memory.py, splatbench.probe).
     Nested ``evaluating()`` blocks count once, at the outermost level. Off the GPU all values are None.
     """
 

@@ -13,7 +13,7 @@ everywhere else. tests/kernels/test_photometric_loss.py runs both on the same in
 reference that the kernels do not follow fails there.
 
 The fused path is off by default: on fox, splat-plus-fast with it gave 29.45 +- 0.66 dB over 3 runs
-against 30.31 +- 0.12 without (README results of 2026-11-24); the cause is not known.
+against 30.31 +- 0.12 without (benchmarks/2026-11-24-h200-fused-loss/); the cause is not known.
 """
 
 from __future__ import annotations

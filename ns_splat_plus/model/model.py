@@ -113,7 +113,7 @@ class SplatPlusModelConfig(StrategyModelOptions, SplatfactoModelConfig):
     """Fold splatfacto's background composite and L1 term into the fused SSIM kernels (one loss, about twenty
     fewer elementwise kernels and launches per step; the same function to 1e-7 in float64 tests). Off by
     default until its quality is shown over repeats: on fox, splat-plus-fast with it gave 29.45 +- 0.66 dB
-    over 3 runs against 30.31 +- 0.12 without (README, 2026-11-24 results)."""
+    over 3 runs against 30.31 +- 0.12 without (benchmarks/2026-11-24-h200-fused-loss/)."""
     eval_max_pixels: Optional[int] = None
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
     many pixels (same pixels, less memory). None: the largest training render of this process, so that

@@ -5,7 +5,7 @@ padding) runs as ten cuDNN grouped convolutions per step plus their backward ker
 elementwise ones. At full size on fox that is 2.2 of 5.9 ms of GPU work per step at one camera,
 and 9.7 of 22.0 ms for four (benchmarks/2026-11-24-h200-kernels-fullres). Here the same function
 takes three kernels forward and two backward, every one of them memory-bound
-(:mod:`ns_splat_plus.kernels.ssim`, where the gradient is derived). :mod:`.photometric_loss` runs the same
+(:mod:`ns_splat_plus.kernels.ssim`, where the gradient is derived). :func:`.fused_loss.fused_photometric_loss` runs the same
 kernels with splatfacto's background composite and L1 term folded in.
 
 Where rahul-goel/fused-ssim (the CUDA package FastGS and gsplat's examples use) is installed, ``auto``

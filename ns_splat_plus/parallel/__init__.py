@@ -3,7 +3,7 @@
 Entry points: :func:`prepare_launch` (before ranks start: devices, process group, gsplat built
 once, schedule scaled), :func:`setup_process` (a rank's device), the collectives API
 (:func:`get_rank`, :func:`get_world_size`, ...), :func:`average_gradients`, :class:`RankMonitor`,
-:func:`camera_for_step` / :func:`cameras_for_step`, :func:`scale_schedule`. See README, "Several GPUs".
+:func:`camera_for_step` / :func:`cameras_for_step`, :func:`scale_schedule`. See docs/multi-gpu.md.
 """
 
 from ns_splat_plus.parallel.collectives import (

@@ -12,7 +12,7 @@ from nerfstudio.engine.optimizers import AdamOptimizerConfig
 
 @dataclass
 class DataParallelConfig(PrintableConfig):
-    """How training on W ranks differs from one (see README, "Several GPUs")."""
+    """How training on W ranks differs from one (see docs/multi-gpu.md)."""
 
     scale_schedule: bool = True
     """Divide every step count (total steps, refine interval / start / stop, SH and resolution schedules, LR-scheduler steps, eval and save intervals) by W: each step sees W cameras."""

@@ -4,7 +4,7 @@ W ranks with B cameras each (``--pipeline.datamanager.cameras-per-step``) do the
 work in 1/(W x B) of the steps: step counts are divided by W x B, learning rates multiplied by
 sqrt(W x B) and Adam's betas raised to the power W x B (Grendel-GS). ``--steps-scaler s`` multiplies
 every step count by s as well (gsplat simple_trainer's ``steps_scaler``): a compressed or stretched
-schedule. See README, "Several GPUs" and "Speed".
+schedule. See docs/multi-gpu.md and docs/speed-and-memory.md.
 """
 
 from __future__ import annotations

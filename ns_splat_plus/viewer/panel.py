@@ -26,7 +26,7 @@ PANEL_TITLE = "Training health"
 
 # --- the panel ------------------------------------------------------------------------------------
 
-# Count keys of a refine event (densify.py's records), in display order, with their sign.
+# Count keys of a refine event (the strategies' refine records: strategy/default.py, mcmc.py, efficient.py), in display order, with their sign.
 _REFINE_COUNT_KEYS: Sequence[Tuple[str, str]] = (
     ("duplicated", "+"),
     ("split", "+"),
@@ -80,7 +80,7 @@ def format_grad2d(stats: Mapping[str, Any]) -> str:
 
 
 def format_gradient_summary(summary: Mapping[str, Any]) -> str:
-    """densify.py's ``gradient_summary`` record: per-step norms of the means2d gradients."""
+    """The ``gradient_summary`` record (strategy/monitor.py): per-step norms of the means2d gradients."""
     if "norm_mean" not in summary:  # another producer: show what it sent
         return ", ".join(f"{k} {format_value(v)}" for k, v in summary.items() if k not in ("event",))
     first, last = summary.get("first_step"), summary.get("step")

@@ -24,7 +24,7 @@ SCENE_ARGS_MISSING = (
     "--scene-args '--data /tmp/scene colmap'"
 )
 DEFAULT_METHODS = ("splat-plus", "splatfacto")
-# Methods that train on several GPUs. splatfacto crashes at start on 2 GPUs (DESIGN.md): its
+# Methods that train on several GPUs. splatfacto crashes at start on 2 GPUs (the README's table of changes): its
 # multi-GPU runs are recorded as unsupported unless --force-multi-gpu asks to try.
 MULTI_GPU_METHODS = ("splat-plus", "splat-plus-mcmc", "splat-plus-fast", "splat-plus-lite")
 REFINE_COUNT_KEYS = ("duplicated", "split", "pruned", "relocated", "added")

@@ -57,7 +57,7 @@ class PinnedSlabs:
     torch's pinned-memory allocator rounds every allocation up to a power of two (its caching host
     allocator indexes free lists by size), so one pinned 3840x2160 RGB uint8 image (24.9 MB) takes
     32 MiB: a thousand 4K images needed 35.8 GiB of host RSS for 20.3 GiB of pixels (H200 run,
-    README). Blocks of a power-of-two size hold many images each and lose only the last block's tail.
+    benchmarks/2026-11-23-h200-1000x4k-images/). Blocks of a power-of-two size hold many images each and lose only the last block's tail.
 
     Args:
         slab_bytes: size of each block (a power of two; one larger block for a tensor that does not fit).
