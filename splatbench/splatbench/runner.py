@@ -257,7 +257,8 @@ class RunJob:
         return child
 
     def train_peer(self, sharing: int) -> None:
-        """Run a peer's command (:mod:`splatbench.peer`), timed as a whole; read what it reported."""
+        """Run a peer's command (:mod:`splatbench.peer`) and read what it reported; its process wall is the
+        one it reports, else the whole command's."""
         settings, record, tag = self.settings, self.record, self.tag
         seed = self.plan.repeat if settings.seed_per_repeat else None
         command = peer_command(
@@ -276,10 +277,11 @@ class RunJob:
             record["status"], record["error"] = "failed", problem
             log(f"{tag}: failed: {problem}")
             return
-        record["command_wall_s"] = child.wall_s  # the whole command (a process_wall_s it reports replaces it)
-        if record.get("timing_valid") is False:
+        if record.get("timing_valid") is False:  # shared the device: no timing figure at all
             for key in ("train_wall_s", "process_wall_s"):
                 values.pop(key, None)
+        else:
+            record["command_wall_s"] = child.wall_s  # the whole command (a process_wall_s it reports replaces it)
         record.update(values)
         record["status"] = "ok"
         log(

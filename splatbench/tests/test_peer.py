@@ -99,3 +99,13 @@ def test_peer_runs_of_separate_commands_merge_only_when_the_peer_is_the_same_com
     other["settings"]["peers"]["peer-a"] += " --another-setting"
     with pytest.raises(ValueError, match="runs peer-a as .* not one experiment"):
         merge.merge_results([first, other])
+
+
+@pytest.mark.slow  # starts the peer's command (a process)
+def test_a_concurrent_peer_quality_run_keeps_no_timing_figure(tmp_path):
+    runs = {
+        r["repeat"]: r for r in _run(tmp_path, "--repeats", "2", "--seed-per-repeat", "--concurrent-quality")["runs"]
+    }
+    assert runs[1]["timing_valid"] is True and runs[1]["command_wall_s"] > 0
+    assert runs[2]["timing_valid"] is False and runs[2]["psnr"] == 22.0
+    assert runs[2]["process_wall_s"] is None and runs[2]["train_wall_s"] is None and "command_wall_s" not in runs[2]
