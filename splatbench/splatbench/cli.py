@@ -47,14 +47,14 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Dict, Iterable, Optional, Sequence
+from typing import Callable, Dict, Iterable, Optional, Sequence
 
 from splatbench.merge import merge_results, only_methods
 from splatbench.outputs import write_outputs
 from splatbench.peer import check_template
 from splatbench.report import markdown_table
 from splatbench.runner import run_benchmark
-from splatbench.settings import DEFAULT_METHODS, SCENE_ARGS_MISSING, BenchmarkSettings, log, scene_data_dir
+from splatbench.settings import DEFAULT_METHODS, SCENE_ARGS_MISSING, BenchmarkSettings, log
 
 
 def _parse_method_args(items: Iterable[str]) -> Dict[str, str]:
@@ -67,14 +67,16 @@ def _parse_method_args(items: Iterable[str]) -> Dict[str, str]:
     return out
 
 
-def _parse_labelled(items: Iterable[str], methods: Sequence[str], option: str, usage: str) -> Dict[str, str]:
+def _parse_labelled(
+    items: Iterable[str], methods: Sequence[str], option: str, usage: str, value_ok: Callable[[str], bool] = bool
+) -> Dict[str, str]:
     """``LABEL=VALUE`` items of a repeatable option -> {label: value}; each label once, and listed in --methods
-    (where it sets the run order)."""
+    (where it sets the run order); a value for which ``value_ok`` is false is refused with ``usage``."""
     out: Dict[str, str] = {}
     for item in items:
         label, _, value = item.partition("=")
         label, value = label.strip(), value.strip()
-        if not label or not value or (option == "--variant" and value.startswith("-")):
+        if not label or not value_ok(value):
             raise SystemExit(f"{option} {item!r}: expected {usage}")
         if label in out:
             raise SystemExit(f"{option} {label!r} is given twice")
@@ -88,15 +90,16 @@ def _parse_variants(items: Iterable[str], methods: Sequence[str]) -> Dict[str, s
     """``LABEL=METHOD ARGS...`` -> {label: "METHOD ARGS..."}."""
     usage = ("LABEL=METHOD [ns-train arguments], e.g. "
              "'splat-plus-b2=splat-plus --pipeline.datamanager.cameras-per-step 2'")  # fmt: skip
-    return _parse_labelled(items, methods, "--variant", usage)
+    return _parse_labelled(items, methods, "--variant", usage, value_ok=lambda spec: bool(spec) and spec[0] != "-")
 
 
-def _parse_peers(items: Iterable[str], methods: Sequence[str]) -> Dict[str, str]:
-    """``LABEL=COMMAND`` -> {label: command template}, each template checked (:func:`splatbench.peer.check_template`)."""
+def _parse_peers(items: Iterable[str], methods: Sequence[str], scene_args: str) -> Dict[str, str]:
+    """``LABEL=COMMAND`` -> {label: command template}, each template checked against the scene arguments
+    (:func:`splatbench.peer.check_template`)."""
     usage = "LABEL=COMMAND, e.g. 'fastgs=bash scripts/peers/fastgs/train_one.sh {data} {run_dir} {seed}'"
     peers = _parse_labelled(items, methods, "--peer", usage)
     for label, template in peers.items():
-        problem = check_template(template)
+        problem = check_template(template, scene_args)
         if problem is not None:
             raise SystemExit(f"--peer {label!r}: {problem}")
     return peers
@@ -199,11 +202,9 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         raise SystemExit(f"--gpu-busy-at {args.gpu_busy_at}: a fraction of the run, 0 <= F < 1")
     if args.gpu_busy_at is not None and args.gpu_busy_start is not None:
         raise SystemExit("--gpu-busy-at and --gpu-busy-start both place the window: give one")
-    variants, peers = _parse_variants(args.variant, methods), _parse_peers(args.peer, methods)
+    variants, peers = _parse_variants(args.variant, methods), _parse_peers(args.peer, methods, args.scene_args)
     if set(variants) & set(peers):
         raise SystemExit(f"--peer and --variant both name {', '.join(sorted(set(variants) & set(peers)))}")
-    if any("{data}" in template for template in peers.values()) and scene_data_dir(args.scene_args) is None:
-        raise SystemExit("--peer uses {data}: give the scene's folder as --data in --scene-args")
     return BenchmarkSettings(
         methods=methods,
         gpus=args.gpus,

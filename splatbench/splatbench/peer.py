@@ -38,22 +38,25 @@ def _fill(template: str, values: Dict[str, str]) -> List[str]:
     return [token.format_map(values) for token in shlex.split(template)]
 
 
-def check_template(template: str) -> Optional[str]:
-    """None when ``template`` uses only :data:`PLACEHOLDERS`, else what is wrong (checked before any run)."""
+def check_template(template: str, scene_args: str) -> Optional[str]:
+    """None when ``template`` uses only :data:`PLACEHOLDERS`, and ``{data}`` only where ``scene_args`` has
+    ``--data``; else what is wrong (the CLI checks before any run, :func:`peer_command` again)."""
     try:
         _fill(template, {name: "" for name in PLACEHOLDERS})
     except (KeyError, IndexError, ValueError) as error:
         return f"{error} is not a placeholder here; use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+    if "{data}" in template and scene_data_dir(scene_args) is None:
+        return "it uses {data}: give the scene's folder as --data in --scene-args"
     return None
 
 
 def peer_command(template: str, scene_args: str, run_dir: Path, steps: int, seed: Optional[int]) -> List[str]:
     """The command of one peer run (its tokens with the placeholders filled)."""
-    data = scene_data_dir(scene_args)
-    if data is None and "{data}" in template:
-        raise ValueError("a peer's {data} needs --data in --scene-args")
+    problem = check_template(template, scene_args)
+    if problem is not None:
+        raise ValueError(f"--peer {template!r}: {problem}")
     values = {
-        "data": data or "",
+        "data": scene_data_dir(scene_args) or "",
         "run_dir": str(run_dir),
         "steps": str(steps),
         "seed": "" if seed is None else str(seed),

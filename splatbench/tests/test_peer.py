@@ -83,7 +83,7 @@ def test_peer_mistakes_stop_before_any_run(tmp_path, peer, methods, message):
 
 
 def test_a_peer_that_reads_data_needs_data_in_the_scene_arguments(tmp_path):
-    with pytest.raises(SystemExit, match=r"--peer uses \{data\}"):
+    with pytest.raises(SystemExit, match=r"--peer 'p': it uses \{data\}: give the scene's folder as --data"):
         cli.main(["--methods", "p", "--device-type", "cpu", "--scene-args", "blender-data", "--peer", "p=run {data}",
                   "--out", str(tmp_path)])  # fmt: skip
 
