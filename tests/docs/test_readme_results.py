@@ -71,3 +71,43 @@ def test_one_plus_minus_convention_stated_once():
 def test_the_time_against_psnr_picture_is_linked_and_is_a_png():
     assert f"]({PICTURE})" in _results_section(), "the Results section does not show the picture"
     assert (REPO / PICTURE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+PEER = REPO / "benchmarks" / "2026-11-28-h200x2-fastgs-peer" / "results.json"
+PEER_METHODS = {"splatfacto": "splatfacto", "splat-plus-lite": "splat-plus-lite", "FastGS": "fastgs"}
+
+
+def _peer_rows() -> dict:
+    """{method: the row's cells} of the "Beside FastGS" table."""
+    section = _results_section().split("\n### Beside FastGS\n", 1)[1]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0] in PEER_METHODS:
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_the_fastgs_table_is_the_benchmark():
+    results = json.loads(PEER.read_text())
+    runs = results["runs"]
+    summary = {e["method"]: e["metrics"] for e in results["summary"] if e["num_gpus"] == 1}
+    timed = {r["method"]: r for r in runs if r["timing_valid"]}
+    rows = _peer_rows()
+    assert sorted(rows) == sorted(PEER_METHODS), rows
+    reference_wall = timed["splatfacto"]["process_wall_s"]
+    for shown, method in PEER_METHODS.items():
+        cells, metrics = rows[shown], summary[method]
+        assert metrics["psnr"]["n"] == 3, (method, metrics["psnr"])
+        wall = timed[method]["process_wall_s"]
+        assert cells[1].startswith(f"{wall:.1f} s"), (cells[1], wall)
+        if method != "splatfacto":
+            assert f"({wall / reference_wall:.3f}x)" in cells[1], (cells[1], wall / reference_wall)
+        assert cells[2] == f"{metrics['num_gaussians']['mean'] / 1000:.0f}k", (cells[2], metrics["num_gaussians"])
+        assert cells[3] == f"{metrics['psnr']['mean']:.2f}", (cells[3], metrics["psnr"])
+        assert cells[4] == f"{metrics['ssim']['mean']:.4f}", (cells[4], metrics["ssim"])
+    line = next(ln for ln in _results_section().splitlines() if ln.startswith("splat-plus-lite − FastGS:"))
+    for metric, unit, digits in (("psnr", " dB", 2), ("ssim", "", 4)):
+        interval = welch_interval(summary["fastgs"][metric], summary["splat-plus-lite"][metric], confidence=0.90)
+        shown = f"{interval['diff']:+.{digits}f} ± {interval['half_width']:.{digits}f}{unit}".replace("-", "−")
+        assert f"{metric.upper()} {shown}" in line, (line, shown)
