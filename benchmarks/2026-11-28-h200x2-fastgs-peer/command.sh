@@ -32,3 +32,13 @@ runs = json.load(open('benchmarks/2026-11-28-h200x2-fastgs-peer/results.json'))[
 for k in ('psnr', 'ssim', 'num_gaussians'):
     v = {m: [r[k] for r in runs if r['method'] == m] for m in ('splat-plus-lite', 'fastgs')}
     print(k, stats.welch_interval(v['fastgs'], v['splat-plus-lite']))"
+# Operators per lite step at this commit and at c27cab3 (2026-11-26's 4.37 ms H100 step), on the CPU (a 2-core
+# machine, no GPU), the tests' 32x24 synthetic scene, steps 600-619        -> raw/cpu-op-counts/{ec45523,c27cab3}.ops.json
+python scripts/make_synthetic_scene.py /tmp/scene --views 24 --width 32 --height 24
+mkdir /tmp/old && git archive c27cab3 ns_splat_plus | tar -x -C /tmp/old
+NOEVAL="--steps-per-eval-batch 0 --steps-per-eval-image 0 --steps-per-eval-all-images 0"
+for v in ec45523 c27cab3; do PP=; [ $v = c27cab3 ] && PP=/tmp/old
+  PYTHONPATH=$PP HP_OUT=benchmarks/2026-11-28-h200x2-fastgs-peer/raw/cpu-op-counts/$v \
+    python benchmarks/2026-11-28-h200x2-fastgs-peer/op_counts.py splat-plus-lite --machine.device-type cpu \
+    --vis tensorboard $NOEVAL --max-num-iterations 3000 --output-dir /tmp/o-$v --data /tmp/scene colmap
+done
