@@ -208,7 +208,7 @@ def _losses(config, steps):
 
     trainer = build_trainer(config)
     close_writers()
-    losses = [float(run_training_step(trainer, step)[0]) for step in range(steps)]
+    losses = [float(run_training_step(trainer, step)[0].detach()) for step in range(steps)]
     return losses, trainer.pipeline.model.num_points
 
 
