@@ -239,8 +239,10 @@ class SplatPlusTrainer(Trainer):
                 if datamanager.eval_dataset is not None and len(datamanager.eval_dataset) > 0:
                     datamanager.cached_eval  # noqa: B018 (loaded at the first evaluation anyway)
             except UserInputError:
-                # a start-up error leaves no empty run directory
-                run_dir.discard_if_unused(self.base_dir, also=run_dir.SETUP_FILES)
+                # a start-up error leaves no empty run directory; only the rank that claimed it removes it: on
+                # another rank (a photo of its own share) rank 0 may still be writing there (its event file)
+                if collectives.is_main_process():
+                    run_dir.discard_if_unused(self.base_dir, also=run_dir.SETUP_FILES)
                 raise
             except KeyboardInterrupt:  # nerfstudio's launch would print a traceback and exit 0
                 raise uncaught.StartupInterrupted.before_training(self.base_dir, "during set-up") from None

@@ -1,0 +1,39 @@
+"""A start-up error removes the unused run directory only on the rank that claimed it (rank 0): another rank's
+error (a damaged photo in its own share) must not delete the directory rank 0 is still writing into (its
+TensorBoard event file; in CI, rank 0 then failed with a FileNotFoundError traceback of its own)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
+
+from ns_splat_plus.parallel import collectives
+
+
+def _setup_with_a_damaged_photo(tmp_path, monkeypatch, main_process: bool):
+    scene = small_scene(tmp_path / "scene")
+    photo = sorted((scene / "images").iterdir())[0]
+    os.truncate(photo, 300)
+    config = trainer_config(scene, tmp_path / "out", steps=10)  # rank 0 claims the run directory here
+    run = config.get_base_dir()
+    assert run.is_dir()
+    monkeypatch.setattr(collectives, "is_main_process", lambda: main_process)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            build_trainer(config)
+    finally:
+        close_writers()
+    assert stopped.value.code == 2
+    return run
+
+
+def test_another_ranks_startup_error_leaves_rank_0s_run_directory(tmp_path, monkeypatch):
+    run = _setup_with_a_damaged_photo(tmp_path, monkeypatch, main_process=False)
+    assert run.is_dir()
+
+
+def test_rank_0s_startup_error_removes_its_unused_run_directory(tmp_path, monkeypatch):
+    run = _setup_with_a_damaged_photo(tmp_path, monkeypatch, main_process=True)
+    assert not run.exists()
