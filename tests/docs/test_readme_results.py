@@ -26,11 +26,16 @@ def _results_section() -> str:
     return text.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
 
 
+def _cells(line: str) -> list:
+    """A Markdown table row's cells, stripped, bold marks removed."""
+    return [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+
+
 def _rows() -> dict:
     """{(scene, method): the row's cells} of the Results table."""
     rows = {}
     for line in _results_section().splitlines():
-        cells = [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+        cells = _cells(line)
         if len(cells) >= 8 and cells[0] in TABLES:
             rows[(cells[0], cells[1])] = cells
     return rows
@@ -82,7 +87,7 @@ def _peer_rows() -> dict:
     section = _results_section().split("\n### Beside FastGS\n", 1)[1]
     rows = {}
     for line in section.splitlines():
-        cells = [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+        cells = _cells(line)
         if len(cells) == 5 and cells[0] in PEER_METHODS:
             rows[cells[0]] = cells
     return rows
