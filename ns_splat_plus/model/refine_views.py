@@ -98,7 +98,7 @@ class RefineViews:
         gt = self.model.batch_gt_img(data["image"][None], background)[0]
         mask = data.get("mask")
         if mask is not None:
-            mask = resize_images(mask[None].to(torch.float32), self.downscale())[0].to(gt.device)
+            mask = resize_images(mask[None].to(gt.device).to(torch.float32), self.downscale())[0]
         return gt, mask
 
     @torch.no_grad()

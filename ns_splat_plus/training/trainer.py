@@ -172,6 +172,8 @@ class SplatPlusTrainerConfig(TrainerConfig):
     def save_config(self) -> None:
         if collectives.is_main_process():
             console.save_config(self)
+        if self.machine.num_devices * self.machine.num_machines == 1:  # nerfstudio's launch runs the trainer here
+            uncaught.sigint_stops_until_trainer(self.get_base_dir(), collectives.get_rank())
 
 
 GRAD_SCALER_NOTE = (
@@ -208,6 +210,7 @@ class SplatPlusTrainer(Trainer):
         global _TRAINING_PROCESS
         _TRAINING_PROCESS = True  # also in spawned ranks, which never call set_timestamp
         with uncaught.interrupted_before_training(config.get_base_dir(), "while starting"):
+            uncaught.sigint_raises_again()  # from here a KeyboardInterrupt, caught by the block
             process = setup_process(config, local_rank, world_size)
             with console.upstream_warnings_silenced(), console.quiet_unless(process.rank == 0):
                 # nerfstudio's GradScaler(...) FutureWarning; its "Saving checkpoints to" once per run
@@ -402,7 +405,8 @@ class SplatPlusTrainer(Trainer):
             )
         # This run's config.yml must not keep --load-step: ns-eval / ns-viewer look for that step
         # in this run's own checkpoint directory.
-        dataclasses.replace(self.config, load_step=None).save_config()
+        if collectives.is_main_process():  # (the file alone: the config's save_config is ns-train's start-up step)
+            console.save_config(dataclasses.replace(self.config, load_step=None))
         upstream.set_start_step(self, step + 1)  # the loop (loop.py) runs to --max-num-iterations, counted from step 0
         CONSOLE.print(
             f"Resumed from {path}: step {step}, {self.pipeline.model.num_points} Gaussians; "

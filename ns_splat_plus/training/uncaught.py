@@ -16,7 +16,8 @@ Python's own hook), and again where a splat-plus run is set up (the trainer conf
 * Ctrl-C (SIGINT) outside the training loop (which saves a checkpoint itself): one line, and the
   run directory of this process removed if training never wrote into it. From the trainer's
   construction to its first step, nerfstudio's launch catches ``KeyboardInterrupt`` itself (a traceback
-  and exit status 0): :func:`interrupted_before_training` turns it into the same line, exit status 130.
+  and exit status 0): :func:`interrupted_before_training` turns it into the same line, exit status 130,
+  and :func:`sigint_stops_until_trainer` does so between the saved ``config.yml`` and the trainer.
   Before nerfstudio has imported splat-plus (the first seconds of ``ns-train``: torch, rich), no code
   of splat-plus runs yet: Python's own traceback remains there.
 
@@ -107,6 +108,39 @@ def interrupted_before_training(run_dir: Path, when: str, rank: int = 0) -> Iter
             err = StartupInterrupted.before_training(run_dir, when, by="SIGTERM")
             err.exit_status = TERMINATED_STATUS
             raise err from None
+
+
+_sigint_until_trainer: Optional[Callable] = None
+"""The SIGINT handler :func:`sigint_stops_until_trainer` installed, while it is installed."""
+
+
+def sigint_stops_until_trainer(run_dir: Path, rank: int = 0) -> None:
+    """From the saved ``config.yml`` to the trainer's construction (nerfstudio's ``launch`` and
+    ``train_loop``, whose ``except KeyboardInterrupt`` prints a traceback and exits 0), Ctrl-C stops the
+    run as it does during set-up: one line, status 130, the run directory removed. Ended by
+    :func:`sigint_raises_again`. Only for Python's own handler in the main thread: an inherited ignore
+    (a shell's background job) and another program's handler are left as they are."""
+    global _sigint_until_trainer
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def stop(signum, frame) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C: Python's own
+        with exit_on_user_error(rank):
+            raise StartupInterrupted.before_training(run_dir, "while starting") from None
+
+    _sigint_until_trainer = stop
+    signal.signal(signal.SIGINT, stop)
+
+
+def sigint_raises_again() -> None:
+    """Ctrl-C is Python's ``KeyboardInterrupt`` again (the trainer's construction catches it itself)."""
+    global _sigint_until_trainer
+    if _sigint_until_trainer is not None and signal.getsignal(signal.SIGINT) is _sigint_until_trainer:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    _sigint_until_trainer = None
 
 
 _NERFSTUDIO_ENTRY_DIRS = ("nerfstudio/scripts/", "nerfstudio/utils/eval_utils.py")

@@ -41,6 +41,8 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
                                                    writes the PLY at once and says what it wrote)
   ``ViewerControl._setup`` (``Viewer.__init__``)   :class:`ViewerHook`, :func:`on_viewer_built` (:mod:`.viewer_hook`;
                                                    the page of ns-viewer)
+  ``ExternalMethodDummyTrainerConfig.__post_init__``  :func:`list_external_methods_without_inspect_stack` (1.25 s
+                                                   of import; splat-plus commands only)
 gsplat 1.4.0 (:mod:`.gsplat_private`)
   ``cuda._backend._C``                             :func:`gsplat_extension` (the JIT-built extension)
   ``cuda._wrapper`` projection / tiles             :func:`gsplat_kernels` (strip rendering)

@@ -1,7 +1,7 @@
 """A plugin must not change other methods (issue 46): nerfstudio imports every plugin's entry point in every
 ``ns-*`` command, so ``ns_splat_plus.method`` is imported by ``ns-train nerfacto`` too. Nothing process-wide
-of splat-plus's (``sys.excepthook``, an import hook, a signal handler, a logger filter, a replaced module) may
-be left there: only splat-plus commands get them (``upstream/command_line.py``).
+of splat-plus's (``sys.excepthook``, an import hook, a signal handler, a logger filter, a replaced module or
+method) may be left there: only splat-plus commands get them (``upstream/command_line.py``).
 
 The CLI tests run the real commands with :data:`PROBE` as ``sitecustomize``: it notes the process-wide state
 as Python starts, and compares it as the process ends (``atexit``; a process ended by ``os._exit``, as
@@ -42,6 +42,13 @@ def _loggers():
             yield logger
 
 
+def _classes_we_may_touch():
+    # nerfstudio's classes whose methods splat-plus commands replace (upstream/nerfstudio_private.py)
+    module = sys.modules.get("nerfstudio.configs.external_methods")
+    if module is not None:
+        yield module.__name__, module.ExternalMethodDummyTrainerConfig, "__post_init__"
+
+
 def _report():
     modules = dict(sys.modules)
     report = {
@@ -58,6 +65,9 @@ def _report():
         "signals": sorted(s for s in _SIGNALS if signal.getsignal(getattr(signal, s)) is not _start["signals"][s]),
         "logger_filters": sorted(
             f"{logger.name}: {f!r}" for logger in _loggers() for f in logger.filters + logger.handlers if _ours(f)
+        ),
+        "replaced_methods": sorted(
+            f"{name}.{cls.__name__}.{attr}" for name, cls, attr in _classes_we_may_touch() if _ours(getattr(cls, attr))
         ),
     }
     with open(os.environ["SPLAT_PLUS_TEST_PROBE_REPORT"], "w") as f:

@@ -207,6 +207,37 @@ def test_sigint_during_startup_is_one_line_and_leaves_no_run_directory(scene, tm
     assert not method_dir.exists() or not list(method_dir.iterdir()), list(method_dir.rglob("*"))
 
 
+CTRL_C_BEFORE_THE_TRAINER = """
+import os, signal
+import nerfstudio.scripts.train as train
+seeded = train._set_random_seed
+def ctrl_c_then_seeded(seed):
+    os.kill(os.getpid(), signal.SIGINT)  # handled at once, in nerfstudio's train_loop: before the trainer exists
+    seeded(seed)
+train._set_random_seed = ctrl_c_then_seeded
+train.entrypoint()
+"""
+"""ns-train with a Ctrl-C in the one window a test cannot hit by timing: after config.yml is saved,
+inside nerfstudio's launch and train_loop (which catch ``KeyboardInterrupt``, print a traceback and
+exit 0), before the trainer is constructed."""
+
+
+@pytest.mark.slow
+def test_sigint_between_the_saved_config_and_the_trainer_is_one_line_and_leaves_no_run_directory(scene, tmp_path):
+    cmd = ns_train_cmd(scene, tmp_path, "window", 100000, timestamp=None)
+    proc = subprocess.run(
+        [sys.executable, "-c", CTRL_C_BEFORE_THE_TRAINER, *cmd[1:]],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=240,
+    )
+    output = assert_one_message(proc, status=130)
+    assert len(lines_with(output, "stopped by Ctrl-C (SIGINT) while starting")) == 1, output[-3000:]
+    method_dir = tmp_path / "window" / "splat-plus"
+    assert not method_dir.exists() or not list(method_dir.iterdir()), list(method_dir.rglob("*"))
+
+
 def _as_a_background_job() -> None:
     """What a shell does to a job it starts in the background (``cmd &`` in a script): SIGINT ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -411,3 +411,23 @@ def test_gsplat_scores_agree_with_the_reference_on_gpu(scene, tmp_path):
     assert rel < 2e-2
     torch.testing.assert_close(by_gsplat.losses, by_reference.losses, rtol=1e-3, atol=1e-4)
     assert ((by_gsplat.pruning_score() - by_reference.pruning_score()).abs().max() < 2e-2).item()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)")
+def test_refine_scores_the_ground_truth_the_training_step_sees_on_gpu(scene, tmp_path):
+    """A refine's ground truth is the training step's, bitwise: the photo crosses to the GPU as uint8
+    and is divided there, as the step's prefetched image is (CUDA divides by 255 as a multiplication
+    by the reciprocal, which differs from the host's division in 126 of the 256 values)."""
+    config = _config(scene, tmp_path, steps=1, num_downscales=0)
+    config.machine.device_type = "cuda"
+    trainer = build_trainer(config)
+    close_writers()
+    model, datamanager = trainer.pipeline.model, trainer.pipeline.datamanager
+    model.train()
+    camera, batch = datamanager.next_train(0)
+    assert batch["image"].is_cuda and batch["image"].dtype == torch.uint8  # the step's photo, on the GPU
+    background = model.background_color.to(model.device)
+    training_gt = model.composite_with_background(model.get_gt_img(batch["image"]), background)
+    refine_gt, _ = model.refine_views._ground_truth(camera.metadata["cam_idx"], background)
+    assert refine_gt.is_cuda and torch.equal(refine_gt, training_gt)
