@@ -283,6 +283,9 @@ def instrument_config(config, options: Optional[ProbeOptions] = None):
 def run_train(argv: List[str], options: Optional[ProbeOptions] = None) -> None:
     """ns-train's main on ``argv`` (``METHOD [arguments]``) with the probe trainer; options default
     to the environment's (:meth:`ProbeOptions.from_env`)."""
+    # the command line ns-train would have: plugins decide from it at import what a run of theirs gets
+    # (splat-plus: its excepthook, its quick listing of nerfstudio's external methods)
+    sys.argv = ["ns-train", *argv]
     import tyro
     from nerfstudio.configs.config_utils import convert_markup_to_ansi
     from nerfstudio.configs.method_configs import AnnotatedBaseConfigUnion
@@ -338,6 +341,7 @@ def compute_psnr(command) -> List[Dict[str, Any]]:
 
 
 def run_eval(argv: List[str]) -> None:
+    sys.argv = ["ns-eval", *argv]  # as in run_train
     import tyro
     from nerfstudio.scripts.eval import ComputePSNR
 

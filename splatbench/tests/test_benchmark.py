@@ -1662,3 +1662,28 @@ def test_bytecode_cached_tells_where_start_up_compiles_sources(tmp_path, monkeyp
     assert bytecode_cached("pkg_without_pyc") is True
     assert bytecode_cached("no_such_package_here") is None
     assert "bytecode_cached" in environment_info(None)
+
+
+@pytest.mark.parametrize(("mode", "program"), [("train", "ns-train"), ("eval", "ns-eval")])
+def test_probes_run_under_the_command_line_of_the_command_they_stand_for(mode, program, monkeypatch):
+    """A plugin decides from the command line at import what a run of its own gets (splat-plus: its excepthook,
+    its quick listing of nerfstudio's external methods): a probed run must show it ns-train's / ns-eval's."""
+    import tyro
+
+    from splatbench import probe
+
+    class Parsed(Exception):
+        pass
+
+    seen = []
+
+    def parse(*args, **kwargs):
+        seen.append(list(sys.argv))
+        raise Parsed
+
+    monkeypatch.setattr(sys, "argv", ["/path/to/splatbench/probe.py", mode, "ignored"])  # restored after the test
+    monkeypatch.setattr(tyro, "cli", parse)
+    argv = ["splat-plus-lite", "--data", "scene"] if mode == "train" else ["--load-config", "run/config.yml"]
+    with pytest.raises(Parsed):
+        (probe.run_train if mode == "train" else probe.run_eval)(argv)
+    assert seen == [[program, *argv]]
