@@ -1,4 +1,5 @@
-"""The start-up report: seconds from process start to the first training step (:func:`report_startup`)."""
+"""The start-up report: seconds from process start to the warmup before the first training step
+(:func:`report_startup`; the warmup reports its own seconds next)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.upstream import TrainerLike
 
-STARTUP_SCALAR = "Start-up time to first step (s)"
+STARTUP_SCALAR = "Start-up time to warmup (s)"
 
 
 def process_age_seconds() -> Optional[float]:
@@ -25,7 +26,7 @@ def process_age_seconds() -> Optional[float]:
 
 
 def report_startup(trainer: TrainerLike) -> float:
-    """Print and write (at the start step) the seconds from process start to the first step: with several
+    """Print and write (at the start step) the seconds from process start to the warmup: with several
     ranks, the slowest rank's, on rank 0 (a collective: every rank calls it)."""
     from nerfstudio.utils import writer
 
@@ -47,7 +48,8 @@ def report_startup(trainer: TrainerLike) -> float:
     if collectives.is_main_process():
         detail = f" ({'; '.join(parts)})" if parts else ""
         CONSOLE.print(
-            f"Start-up: {seconds:.1f} s from process start to the first training step{detail}", soft_wrap=True
+            f"Start-up: {seconds:.1f} s from process start to the warmup before the first training step{detail}",
+            soft_wrap=True,
         )
     writer.put_scalar(name=STARTUP_SCALAR, scalar=seconds, step=upstream.start_step(trainer))
     return seconds

@@ -188,7 +188,7 @@ def test_startup_time_is_printed_and_written(host_trainer, monkeypatch, capsys):
     monkeypatch.setattr(writer, "put_scalar", lambda name, scalar, step: written.update({name: (scalar, step)}))
     seconds = startup.report_startup(host_trainer)
     assert written[startup.STARTUP_SCALAR] == (seconds, 0) and seconds > 0
-    assert "from process start to the first training step" in capsys.readouterr().out
+    assert "from process start to the warmup before the first training step" in capsys.readouterr().out
 
 
 # --- out of device memory --------------------------------------------------------------------------
