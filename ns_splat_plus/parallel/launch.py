@@ -63,8 +63,9 @@ def mark_finished_cleanly() -> None:
 
 def _end_of_process() -> None:
     """At exit (``atexit``, registered once the process is in a group): after a clean finish, the group
-    is torn down; after a stop whose message was shown (:func:`errors.exit_with`), the process ends here
-    with that status, before the interpreter is finalized. A collective's work can still hold tensors in
+    is torn down; after a stop whose message was shown (:func:`errors.exit_with`) or an uncaught exception
+    (status 1, its traceback printed), the process ends here with that status, before the interpreter is
+    finalized. A collective's work can still hold tensors in
     gloo's worker threads (the stop may follow it by milliseconds, e.g. ranks that disagree); released
     during finalization they need the GIL and abort the process (SIGABRT instead of the status; seen
     about once in 25 runs on a loaded CPU machine; pytorch/pytorch#179291). Nothing is left to finish:
@@ -76,10 +77,18 @@ def _end_of_process() -> None:
             dist.destroy_process_group()
         return
     status = errors.recorded_exit_status()
+    if status is None and _uncaught_exception_printed():
+        status = 1  # Python's status for an uncaught exception (a bug): its traceback is out, the same race follows
     if status is not None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
+
+
+def _uncaught_exception_printed() -> bool:
+    """Whether the process is ending on an uncaught exception: Python sets ``sys.last_exc`` (3.12) and
+    ``sys.last_value`` before it calls ``sys.excepthook`` on one."""
+    return getattr(sys, "last_exc", None) is not None or getattr(sys, "last_value", None) is not None
 
 
 _END_REGISTERED = False

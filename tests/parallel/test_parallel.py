@@ -293,6 +293,8 @@ STOPPING_RANK_SCRIPT = textwrap.dedent(
     if mode == "stop":
         with exit_on_user_error(rank):
             raise UserInputError(f"rank {rank} stops on purpose")
+    if mode == "bug":  # an uncaught exception: Python prints its traceback, then the same race at finalization
+        raise RuntimeError(f"rank {rank} has a bug")
     # an ordinary end, as a training run's: its final replica check marks the finish clean, so the group is torn
     # down at exit, before finalization (without it gloo's threads can abort finalization too, as seen in CI)
     launch.mark_finished_cleanly()
@@ -305,13 +307,13 @@ def test_a_rank_that_stops_after_a_collective_ends_with_its_status_before_finali
     """A stop (exit status 2) right after a collective ends the rank before the interpreter is finalized,
     where gloo's worker threads releasing the collective's tensors can abort it (SIGABRT, about once in
     25 runs of tests/parallel/test_rank_errors.py on a loaded machine): the handler registered before the
-    process group never runs. An ordinary end (no stop, the finish marked clean as training marks it) is
-    finalized as usual."""
+    process group never runs. An uncaught exception (a bug) ends so too, with Python's status 1 after its
+    traceback. An ordinary end (no stop, the finish marked clean as training marks it) is finalized as usual."""
     script = tmp_path / "stopping_rank.py"
     script.write_text(STOPPING_RANK_SCRIPT)
     env = {**clirun.cli_env(), "OMP_NUM_THREADS": "1"}
     procs = {}
-    for mode in ("stop", "return"):
+    for mode in ("stop", "bug", "return"):
         port = free_port()
         for rank in (0, 1):
             marker = tmp_path / f"{mode}-{rank}.finalized"
@@ -323,6 +325,9 @@ def test_a_rank_that_stops_after_a_collective_ends_with_its_status_before_finali
     for rank in (0, 1):
         assert procs["stop", rank].returncode == 2, outputs["stop", rank]
         assert not (tmp_path / f"stop-{rank}.finalized").exists(), outputs["stop", rank]
+        assert procs["bug", rank].returncode == 1, outputs["bug", rank]
+        assert f"RuntimeError: rank {rank} has a bug" in outputs["bug", rank], outputs["bug", rank]
+        assert not (tmp_path / f"bug-{rank}.finalized").exists(), outputs["bug", rank]
         assert procs["return", rank].returncode == 0, outputs["return", rank]
         assert (tmp_path / f"return-{rank}.finalized").read_text() == "finalized"
     assert "rank 0 stops on purpose" in outputs["stop", 0] and "stops on purpose" not in outputs["stop", 1]
