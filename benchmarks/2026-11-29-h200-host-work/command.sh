@@ -4,9 +4,11 @@
 DOG='--data .dog colmap --colmap-path sparse/0 --downscale-factor 2'
 NOEVAL='--steps-per-eval-batch 0 --steps-per-eval-image 0 --steps-per-eval-all-images 0'
 
-# s59 (6b89c86): torch.profiler (CPU + CUDA) over lite's steps 4095-4104 (a refine at 4100, full resolution), with a trace
+# s59 (6b89c86): torch.profiler (CPU + CUDA) over lite's steps 4095-4104 (a refine at 4100, full resolution), with a trace;
+# the profiler is 2026-11-24's hostprof.py with hostprof.diff applied (a Chrome trace with HP_TRACE=1, a file per torchrun rank)
+patch -s -o /tmp/hostprof.py benchmarks/2026-11-24-h200-plush-dog-host-light/hostprof.py benchmarks/2026-11-29-h200-host-work/hostprof.diff
 CUDA_VISIBLE_DEVICES=0 HP_TRACE=1 HP_START=4095 HP_STEPS=10 HP_OUT=raw/refine-profile/refine \
-  python3 benchmarks/2026-11-29-h200-host-work/hostprof.py splat-plus-lite --vis tensorboard $NOEVAL \
+  python3 /tmp/hostprof.py splat-plus-lite --vis tensorboard $NOEVAL \
   --max-num-iterations 12360 --output-dir /tmp/rp $DOG  # -> raw/refine-profile/ (log: refine.log)
 # s59: lite's GPU busy at 0.15, 0.5 and 0.9 of its run, one run each, alone on the GPU
 for at in 0.15 0.5 0.9; do
