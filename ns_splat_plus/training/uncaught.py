@@ -36,7 +36,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, NoReturn, Optional, Tuple
 
 from ns_splat_plus.errors import SplatPlusError, exit_on_user_error
 from ns_splat_plus.upstream.command_line import option_value
@@ -92,6 +92,12 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _stop_on_ctrl_c(run_dir: Path, when: str, rank: int) -> NoReturn:
+    """Ctrl-C before the first step: the run directory removed if unused, one line (rank 0), exit status 130."""
+    with exit_on_user_error(rank):
+        raise StartupInterrupted.before_training(run_dir, when) from None
+
+
 @contextlib.contextmanager
 def interrupted_before_training(run_dir: Path, when: str, rank: int = 0) -> Iterator[None]:
     """Ctrl-C or SIGTERM within the block (the trainer's construction, warmup): one line (rank 0), exit
@@ -101,8 +107,7 @@ def interrupted_before_training(run_dir: Path, when: str, rank: int = 0) -> Iter
         with _sigterm_raises():
             yield
     except KeyboardInterrupt:
-        with exit_on_user_error(rank):
-            raise StartupInterrupted.before_training(run_dir, when) from None
+        _stop_on_ctrl_c(run_dir, when, rank)
     except _Terminated:
         with exit_on_user_error(rank):
             err = StartupInterrupted.before_training(run_dir, when, by="SIGTERM")
@@ -128,8 +133,7 @@ def sigint_stops_until_trainer(run_dir: Path, rank: int = 0) -> None:
 
     def stop(signum, frame) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C: Python's own
-        with exit_on_user_error(rank):
-            raise StartupInterrupted.before_training(run_dir, "while starting") from None
+        _stop_on_ctrl_c(run_dir, "while starting", rank)
 
     _sigint_until_trainer = stop
     signal.signal(signal.SIGINT, stop)
