@@ -26,6 +26,11 @@ def test_other_programs_and_the_triton_interpreter_may_run():
     assert slow_program(["git", "status"]) == ""
     assert slow_program("/usr/bin/python3.11 -c pass") == "python3.11"
     subprocess.run([sys.executable, "-c", "pass"], env={"TRITON_INTERPRET": "1"}, check=True)
+    # torch Inductor's probe of the CPU's vector instructions (torch >= 2.14), started by its first CPU compile
+    probe = 'from ctypes import cdll\ntry:\n    cdll.LoadLibrary("/tmp/torchinductor_test/none.so")\nexcept OSError:\n    pass'
+    subprocess.run([sys.executable, "-c", probe], check=True)
+    with pytest.raises(pytest.fail.Exception, match="not marked slow"):  # Python's own dlopen, not Inductor's
+        subprocess.run([sys.executable, "-c", probe.replace("torchinductor_test", "elsewhere")], check=True)
 
 
 @pytest.mark.slow
