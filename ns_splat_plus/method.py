@@ -141,6 +141,12 @@ LITE_DENSIFY_SCORE = 6.0
 default is 1): 85k Gaussians instead of 112k on fox at the same PSNR (one run each, same folder)."""
 LITE_NUM_VIEWS = 5
 """Views rendered per refine (FastGS: 10): half the scoring time, no loss of PSNR on fox (one run)."""
+LITE_FUSED_LOSS = True
+"""The L1 + SSIM loss in the fused kernels (--pipeline.model.fused-loss): on plush-dog, one H200, 5 runs
+against 5 at one commit, PSNR +0.25 dB (90 % Welch: -1.24 to +1.73) and SSIM +0.0030 (-0.0020 to +0.0081)
+over the PyTorch loss, with a 4.61 ms median step against 5.52 (the timed runs, one each;
+benchmarks/2026-11-29-h200-plush-dog-four-methods-and-fused-lite). The reference runs where the kernels do
+not apply (the CPU, masks)."""
 LITE_RESOLUTION_SCHEDULE = 6000
 """splatfacto's resolution schedule stretched twice (3000 there): a quarter, then half the resolution
 for the first 20 % and 40 % of the run (DashGaussian's coarse-to-fine), the budget growing with it."""
@@ -149,7 +155,7 @@ for the first 20 % and 40 % of the run (DashGaussian's coarse-to-fine), the budg
 def splat_plus_lite_trainer_config(cameras_per_step: int = LITE_CAMERAS_PER_STEP) -> SplatPlusTrainerConfig:
     """splat-plus with the efficient strategy (FastGS's multi-view densification under DashGaussian's
     budget, tied to a stretched resolution schedule), a third of splatfacto's schedule (``--steps-scaler``
-    1/3) and the fused Adam update. Trades some time per Gaussian for far fewer Gaussians and steps
+    1/3), the fused L1 + SSIM loss and the fused Adam update. Trades some time per Gaussian for far fewer Gaussians and steps
     (docs/strategies.md)."""
     config = splat_plus_trainer_config("splat-plus-lite")
     cast(SplatPlusDataManagerConfig, config.pipeline.datamanager).cameras_per_step = cameras_per_step
@@ -161,6 +167,7 @@ def splat_plus_lite_trainer_config(cameras_per_step: int = LITE_CAMERAS_PER_STEP
     model.efficient_densify_score = LITE_DENSIFY_SCORE
     model.efficient_num_views = LITE_NUM_VIEWS
     model.resolution_schedule = LITE_RESOLUTION_SCHEDULE
+    model.fused_loss = LITE_FUSED_LOSS
     return config
 
 
@@ -169,6 +176,7 @@ splat_plus_lite = MethodSpecification(
     description=(
         "splat-plus for few Gaussians, little GPU memory and a short run: the efficient densification strategy "
         "(multi-view error-guided, under a growing Gaussian budget), a third of splatfacto's schedule at one camera "
-        "per step with a longer coarse-to-fine resolution schedule, and one fused Adam update (docs/strategies.md)"
+        "per step with a longer coarse-to-fine resolution schedule, the fused L1 + SSIM loss and one fused Adam update "
+        "(docs/strategies.md)"
     ),
 )

@@ -24,9 +24,13 @@ def small_scene(out_dir: Path) -> Path:
     return make_scene(out_dir, SMALL_SCENE)
 
 
-def trainer_config(scene: Path, out_dir: Path, steps: int, method_name: str = "splat-plus"):
-    """splat-plus on a CPU, no viewer, no periodic evaluation, a refine every 10 steps from step 10."""
-    config = splat_plus_trainer_config(method_name, strategy="mcmc" if method_name.endswith("mcmc") else "default")
+def trainer_config(scene: Path, out_dir: Path, steps: int, method_name: str = "splat-plus", preset=None):
+    """splat-plus on a CPU, no viewer, no periodic evaluation, a refine every 10 steps from step 10.
+    ``preset``: a method's own config (e.g. ``splat_plus_lite_trainer_config()``) to adjust so, instead."""
+    if preset is not None:
+        config = preset
+    else:
+        config = splat_plus_trainer_config(method_name, strategy="mcmc" if method_name.endswith("mcmc") else "default")
     config.pipeline.datamanager.data = Path(scene)
     config.pipeline.datamanager.dataparser = ColmapDataParserConfig()
     config.machine.device_type = "cpu"

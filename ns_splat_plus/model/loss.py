@@ -5,15 +5,16 @@ the background, ``rgb = clamp(colors + (1 - alphas) * background, 0, 1)``, again
 (``uint8 / 255``), both multiplied by the mask where there is one, and
 ``(1 - lambda) * mean |gt - rgb| + lambda * (1 - SSIM(gt, rgb))`` (nerfstudio 1.1.5's splatfacto).
 
-The fused Triton kernels (:mod:`.fused_loss`, opt-in with ``--pipeline.model.fused-loss``) are a
+The fused Triton kernels (:mod:`.fused_loss`, ``--pipeline.model.fused-loss``) are a
 backend of this function, not a second definition: :func:`photometric_loss` hands them a step only
 where they compute the same function (no mask, the render before its composite, an RGB ground truth
 of the render's size, CUDA or Triton's interpreter, sizes the kernels take) and runs the reference
 everywhere else. tests/kernels/test_photometric_loss.py runs both on the same inputs, so that an edit to the
 reference that the kernels do not follow fails there.
 
-The fused path is off by default: on fox, splat-plus-fast with it gave 29.45 +- 0.66 dB over 3 runs
-against 30.31 +- 0.12 without (benchmarks/2026-11-24-h200-fused-loss/); the cause is not known.
+The fused path is on in splat-plus-lite (5 runs against 5 on plush-dog at one commit: no loss of PSNR
+or SSIM, a shorter step; benchmarks/2026-11-29-h200-plush-dog-four-methods-and-fused-lite/) and off
+elsewhere (docs/speed-and-memory.md).
 """
 
 from __future__ import annotations

@@ -111,9 +111,9 @@ class SplatPlusModelConfig(StrategyModelOptions, SplatfactoModelConfig):
     splatfacto's. Evaluation metrics always use pytorch_msssim, as splatfacto's."""
     fused_loss: bool = False
     """Fold splatfacto's background composite and L1 term into the fused SSIM kernels (one loss, about twenty
-    fewer elementwise kernels and launches per step; the same function to 1e-7 in float64 tests). Off by
-    default until its quality is shown over repeats: on fox, splat-plus-fast with it gave 29.45 +- 0.66 dB
-    over 3 runs against 30.31 +- 0.12 without (benchmarks/2026-11-24-h200-fused-loss/)."""
+    fewer elementwise kernels and launches per step; the same function to 1e-7 in float64 tests). On in
+    splat-plus-lite, where 5 runs against 5 at one commit showed no loss and a shorter step (method.py's
+    LITE_FUSED_LOSS); off in the other methods, which have no such comparison (docs/speed-and-memory.md)."""
     eval_max_pixels: Optional[int] = None
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
     many pixels (same pixels, less memory). None: the largest training render of this process, so that

@@ -116,3 +116,51 @@ def test_the_fastgs_table_is_the_benchmark():
         interval = welch_interval(summary["fastgs"][metric], summary["splat-plus-lite"][metric], confidence=0.90)
         shown = f"{interval['diff']:+.{digits}f} ± {interval['half_width']:.{digits}f}{unit}".replace("-", "−")
         assert f"{metric.upper()} {shown}" in line, (line, shown)
+
+
+ONE_COMMIT = REPO / "benchmarks" / "2026-11-29-h200-plush-dog-four-methods-and-fused-lite" / "results.json"
+ONE_COMMIT_METHODS = {  # the README's row -> the benchmark's method (lite's row: the preset since, the fused loss)
+    "splatfacto": "splatfacto",
+    "splat-plus": "splat-plus",
+    "splat-plus-fast": "splat-plus-fast",
+    "splat-plus-lite": "lite-fused",
+}
+
+
+def _one_commit_rows() -> dict:
+    """{method: the row's cells} of the "At one commit" table."""
+    section = _results_section().split("\n### At one commit: process wall", 1)[1].split("\n### ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = _cells(line)
+        if len(cells) == 5 and cells[0] in ONE_COMMIT_METHODS:
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_the_one_commit_table_is_the_benchmarks_timed_runs():
+    results = json.loads(ONE_COMMIT.read_text())
+    timed = {r["method"]: r for r in results["runs"] if r["timing_valid"]}
+    rows = _one_commit_rows()
+    assert sorted(rows) == sorted(ONE_COMMIT_METHODS), rows
+    reference_wall = timed["splatfacto"]["process_wall_s"]
+    for shown, method in ONE_COMMIT_METHODS.items():
+        cells, run = rows[shown], timed[method]
+        assert cells[1].startswith(f"{run['process_wall_s']:.1f} s"), (cells[1], run["process_wall_s"])
+        if method != "splatfacto":
+            assert f"({run['process_wall_s'] / reference_wall:.3f}x)" in cells[1], cells[1]
+        assert cells[2] == f"{run['step_time_ms_median']:.2f} ms", (cells[2], run["step_time_ms_median"])
+        assert cells[3] == f"{run['num_gaussians'] / 1000:.0f}k", (cells[3], run["num_gaussians"])
+        assert cells[4] == f"{run['train_peak_gib']:.2f} GiB", (cells[4], run["train_peak_gib"])
+    # lite's preset is the benchmark's lite-fused: the fused loss on (method.py's LITE_FUSED_LOSS)
+    from ns_splat_plus.method import splat_plus_lite
+
+    assert splat_plus_lite.config.pipeline.model.fused_loss
+    runs = results["runs"]
+    line = _results_section().split("\n### At one commit: process wall", 1)[1]
+    for metric, unit, digits in (("psnr", " dB", 2), ("ssim", "", 4)):
+        values = {m: [r[metric] for r in runs if r["method"] == m] for m in ("splat-plus-lite", "lite-fused")}
+        assert len(values["splat-plus-lite"]) == len(values["lite-fused"]) == 5, values
+        interval = welch_interval(values["splat-plus-lite"], values["lite-fused"], confidence=0.90)
+        shown = f"{interval['diff']:+.{digits}f} ± {interval['half_width']:.{digits}f}{unit}".replace("-", "−")
+        assert shown in line, (metric, shown)

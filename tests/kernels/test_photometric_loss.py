@@ -200,6 +200,41 @@ def check_rejects_bad_input():
         fused_photometric_loss(colors, alphas, background, gt.float().requires_grad_(), SSIM_LAMBDA)
 
 
+def test_splat_plus_lite_trains_with_the_fused_loss_and_splat_plus_without():
+    run_interpreted(__file__, "check_presets_fused_loss")
+
+
+def check_presets_fused_loss():
+    """splat-plus-lite's preset turns the fused loss on (method.py's LITE_FUSED_LOSS, chosen on 5 runs against
+    5): each of its training steps, through the trainer's own step, calls the fused kernels; splat-plus's
+    steps never do."""
+    from inprocess import build_trainer, close_writers, small_scene, trainer_config
+
+    from ns_splat_plus.method import splat_plus_lite_trainer_config, splat_plus_trainer_config
+    from ns_splat_plus.model import loss as loss_module
+    from ns_splat_plus.training.step import run_training_step
+
+    fused_calls = []
+    fused = loss_module.fused_photometric_loss
+    loss_module.fused_photometric_loss = lambda *a: fused_calls.append(a[0].shape) or fused(*a)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            scene = small_scene(Path(tmp) / "scene")
+            for preset, expected in ((splat_plus_lite_trainer_config(), 2), (splat_plus_trainer_config(), 0)):
+                fused_calls.clear()
+                config = trainer_config(scene, Path(tmp) / preset.method_name, steps=10, preset=preset)
+                config.warmup_steps = 0
+                trainer = build_trainer(config)
+                try:
+                    for step in range(2):
+                        run_training_step(trainer, step)
+                finally:
+                    close_writers()
+                assert len(fused_calls) == expected, (preset.method_name, fused_calls)
+    finally:
+        loss_module.fused_photometric_loss = fused
+
+
 def check_model_fused_path():
     """Off by default; with --pipeline.model.fused-loss the model's training loss goes through the fused
     kernels and gives the PyTorch path's loss and parameter gradients: uint8 ground truth at full
