@@ -163,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=None, help="seconds before a child process is stopped")
     parser.add_argument("--no-prebuild", action="store_true",
                         help="do not build gsplat's CUDA extension before the runs (CUDA only)")  # fmt: skip
+    parser.add_argument("--no-compile-bytecode", action="store_true",
+                        help="where nerfstudio has no Python bytecode on disk, do not compile it before the runs "
+                             "(every process then compiles its imports at start-up)")  # fmt: skip
     parser.add_argument(
         "--no-lpips-standin",
         action="store_true",
@@ -225,6 +228,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         timeout_s=args.timeout,
         force_multi_gpu=args.force_multi_gpu,
         prebuild_gsplat=not args.no_prebuild,
+        compile_bytecode=not args.no_compile_bytecode,
         reference=args.reference,
         lpips_standin=not args.no_lpips_standin,
         repeats=args.repeats,

@@ -59,6 +59,7 @@ class BenchmarkSettings:
     timeout_s: Optional[float] = None
     force_multi_gpu: bool = False
     prebuild_gsplat: bool = True
+    compile_bytecode: bool = True  # where nerfstudio has no bytecode on disk, compile it before the first run
     reference: Optional[str] = None  # method the others are compared with (default: splatfacto if listed)
     scene_name: Optional[str] = None
     lpips_standin: bool = True  # let methods that need AlexNet at construction start offline (LPIPS then null)

@@ -1687,3 +1687,69 @@ def test_probes_run_under_the_command_line_of_the_command_they_stand_for(mode, p
     with pytest.raises(Parsed):
         (probe.run_train if mode == "train" else probe.run_eval)(argv)
     assert seen == [[program, *argv]]
+
+
+def test_bytecode_roots_and_compiling_them(tmp_path, monkeypatch):
+    """bytecode_roots: the standard library, the site directory of an installed package (its neighbours are its
+    dependencies) and the folder of an editable one; compile_bytecode writes what bytecode_cached looks for."""
+    import importlib
+    import sys
+    import sysconfig
+
+    from splatbench.bytecode import bytecode_roots, compile_bytecode
+    from splatbench.recorder import bytecode_cached
+
+    site, checkout = tmp_path / "site-packages", tmp_path / "checkout"
+    for parent, name in ((site, "installed_pkg"), (site, "its_dependency"), (checkout, "editable_pkg")):
+        (parent / name).mkdir(parents=True)
+        (parent / name / "__init__.py").write_text("VALUE = 1\n")
+    (site / "installed_pkg-1.0.dist-info").mkdir()
+    for path in (site, checkout):
+        monkeypatch.syspath_prepend(str(path))
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "pycache"))  # nothing written beside the sources
+    importlib.invalidate_caches()
+    roots = bytecode_roots(("installed_pkg", "editable_pkg", "its_dependency", "no_such_package_here"))
+    assert roots == [Path(sysconfig.get_paths()["stdlib"]), site, checkout / "editable_pkg"]
+    assert bytecode_cached("its_dependency") is False
+    ok, seconds = compile_bytecode(roots[1:], workers=1)
+    assert ok and seconds >= 0
+    assert bytecode_cached("installed_pkg") and bytecode_cached("its_dependency") and bytecode_cached("editable_pkg")
+
+
+@pytest.mark.parametrize("compile_first", [True, False])
+def test_the_benchmark_compiles_missing_bytecode_before_its_first_run(compile_first, tmp_path, monkeypatch):
+    """Where nerfstudio has no bytecode on disk, every process would compile its imports at start-up (about 10 s
+    each on the GPU machines): the benchmark compiles it once before any child starts, unless told not to."""
+    from splatbench import bytecode, recorder
+    from splatbench.options import PROBE_OUT_ENV
+
+    events = []
+    monkeypatch.setattr(recorder, "bytecode_cached", lambda module="nerfstudio": False)
+    monkeypatch.setattr(bytecode, "bytecode_roots", lambda: [tmp_path / "site"])
+    monkeypatch.setattr(bytecode, "compile_bytecode", lambda roots: events.append(("compile", roots)) or (True, 0.1))
+
+    def fake_child(command, log_path, env, timeout_s, label):
+        events.append(("child", command[3]))
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("fake\n")
+        if command[3] == "train":
+            base = Path(command[command.index("--output-dir") + 1]) / "exp" / "bench"
+            base.mkdir(parents=True)
+            (base / "config.yml").write_text("fake")
+            Path(env[PROBE_OUT_ENV]).write_text(json.dumps({"steps": [0, 1], "host_begin_s": [0, 0.01],
+                                                            "host_end_s": [0.005, 0.015], "train_s": 9.0}))  # fmt: skip
+        else:
+            Path(command[command.index("--output-path") + 1]).write_text(json.dumps({"results": {"psnr": 25.0}}))
+        return children.ChildResult(0, 0.3, False, log_path)
+
+    monkeypatch.setattr(children, "run_child", fake_child)
+    settings = BenchmarkSettings(methods=["splat-plus"], device_type="cpu", lpips_standin=False,
+                                 scene_args="--data scene colmap", compile_bytecode=compile_first)  # fmt: skip
+    runner.run_benchmark(settings, tmp_path / "out")
+    children_started = [e for e in events if e[0] == "child"]
+    assert children_started == [("child", "train"), ("child", "eval")]
+    if compile_first:
+        assert events[0] == ("compile", [tmp_path / "site"])
+    else:
+        assert all(e[0] == "child" for e in events)
+    assert cli.build_parser().parse_args(["--no-compile-bytecode"]).no_compile_bytecode
