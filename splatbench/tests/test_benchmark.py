@@ -985,12 +985,30 @@ def test_concurrent_quality_runs_together_and_discards_their_timing(tmp_path, mo
     assert quality_alone["timing_valid"] is False and quality_alone["train_wall_s"] is None
 
 
+def _fake_two_step_child(command, log_path, env) -> children.ChildResult:
+    """A stand-in for children.run_child: a training child leaves a config.yml and a probe record of two
+    9 s steps, an ns-eval child its metrics (PSNR 25.0, SSIM 0.8)."""
+    from splatbench.options import PROBE_OUT_ENV
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("fake\n")
+    if command[3] == "train":
+        base = Path(command[command.index("--output-dir") + 1]) / "exp" / "bench"
+        base.mkdir(parents=True)
+        (base / "config.yml").write_text("fake")
+        Path(env[PROBE_OUT_ENV]).write_text(json.dumps({"steps": [0, 1], "host_begin_s": [0, 0.01],
+                                                        "host_end_s": [0.005, 0.015], "train_s": 9.0}))  # fmt: skip
+    else:
+        Path(command[command.index("--output-path") + 1]).write_text(
+            json.dumps({"results": {"psnr": 25.0, "ssim": 0.8}})
+        )
+    return children.ChildResult(0, 0.3, False, log_path)
+
+
 def test_a_concurrent_run_is_kept_in_results_json_as_soon_as_it_ends(tmp_path, monkeypatch):
     """A machine can go away while the slowest run of a batch still trains: every run that has ended
     (trained, evaluated) is in OUT/results.json by then, not only when the whole batch ends."""
     import time
-
-    from splatbench.options import PROBE_OUT_ENV
 
     out = tmp_path / "out"
     settings = BenchmarkSettings(methods=["splat-plus"], repeats=3, concurrent_quality=True, device_type="cpu",
@@ -1002,23 +1020,12 @@ def test_a_concurrent_run_is_kept_in_results_json_as_soon_as_it_ends(tmp_path, m
         return {r["repeat"]: r["status"] for r in json.loads(path.read_text())["runs"]} if path.exists() else {}
 
     def fake_child(command, log_path, env, timeout_s, label):
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text("fake\n")
-        if command[3] == "train":
-            if "-r3" in label:  # the slow run: trains until repeat 2's record is on disk (or 20 s)
-                deadline = time.monotonic() + 20
-                while on_disk().get(2) != "ok" and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                kept_while_r3_trained.append(on_disk())
-            base = Path(command[command.index("--output-dir") + 1]) / "exp" / "bench"
-            base.mkdir(parents=True)
-            (base / "config.yml").write_text("fake")
-            Path(env[PROBE_OUT_ENV]).write_text(json.dumps({"steps": [0, 1], "host_begin_s": [0, 0.01],
-                                                            "host_end_s": [0.005, 0.015], "train_s": 9.0}))  # fmt: skip
-        else:
-            out_json = Path(command[command.index("--output-path") + 1])
-            out_json.write_text(json.dumps({"results": {"psnr": 25.0, "ssim": 0.8}}))
-        return children.ChildResult(0, 0.3, False, log_path)
+        if command[3] == "train" and "-r3" in label:  # the slow run: trains until repeat 2's record is on disk
+            deadline = time.monotonic() + 20  # (or 20 s)
+            while on_disk().get(2) != "ok" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            kept_while_r3_trained.append(on_disk())
+        return _fake_two_step_child(command, log_path, env)
 
     monkeypatch.setattr(children, "run_child", fake_child)
     results = runner.run_benchmark(settings, out)
@@ -1721,7 +1728,6 @@ def test_the_benchmark_compiles_missing_bytecode_before_its_first_run(compile_fi
     """Where nerfstudio has no bytecode on disk, every process would compile its imports at start-up (about 10 s
     each on the GPU machines): the benchmark compiles it once before any child starts, unless told not to."""
     from splatbench import bytecode, recorder
-    from splatbench.options import PROBE_OUT_ENV
 
     events = []
     monkeypatch.setattr(recorder, "bytecode_cached", lambda module="nerfstudio": False)
@@ -1730,17 +1736,7 @@ def test_the_benchmark_compiles_missing_bytecode_before_its_first_run(compile_fi
 
     def fake_child(command, log_path, env, timeout_s, label):
         events.append(("child", command[3]))
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text("fake\n")
-        if command[3] == "train":
-            base = Path(command[command.index("--output-dir") + 1]) / "exp" / "bench"
-            base.mkdir(parents=True)
-            (base / "config.yml").write_text("fake")
-            Path(env[PROBE_OUT_ENV]).write_text(json.dumps({"steps": [0, 1], "host_begin_s": [0, 0.01],
-                                                            "host_end_s": [0.005, 0.015], "train_s": 9.0}))  # fmt: skip
-        else:
-            Path(command[command.index("--output-path") + 1]).write_text(json.dumps({"results": {"psnr": 25.0}}))
-        return children.ChildResult(0, 0.3, False, log_path)
+        return _fake_two_step_child(command, log_path, env)
 
     monkeypatch.setattr(children, "run_child", fake_child)
     settings = BenchmarkSettings(methods=["splat-plus"], device_type="cpu", lpips_standin=False,

@@ -82,15 +82,20 @@ PEER = REPO / "benchmarks" / "2026-11-28-h200x2-fastgs-peer" / "results.json"
 PEER_METHODS = {"splatfacto": "splatfacto", "splat-plus-lite": "splat-plus-lite", "FastGS": "fastgs"}
 
 
-def _peer_rows() -> dict:
-    """{method: the row's cells} of the "Beside FastGS" table."""
-    section = _results_section().split("\n### Beside FastGS\n", 1)[1]
+def _subsection_rows(heading: str, methods) -> dict:
+    """{method: the row's cells} of the five-column table under the Results section's ``### <heading>``."""
+    section = _results_section().split(f"\n### {heading}\n", 1)[1].split("\n### ", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = _cells(line)
-        if len(cells) == 5 and cells[0] in PEER_METHODS:
+        if len(cells) == 5 and cells[0] in methods:
             rows[cells[0]] = cells
     return rows
+
+
+def _peer_rows() -> dict:
+    """{method: the row's cells} of the "Beside FastGS" table."""
+    return _subsection_rows("Beside FastGS", PEER_METHODS)
 
 
 def test_the_fastgs_table_is_the_benchmark():
@@ -127,15 +132,12 @@ ONE_COMMIT_METHODS = {  # the README's row -> the benchmark's method (lite's row
 }
 
 
+ONE_COMMIT_HEADING = "At one commit: process wall"
+
+
 def _one_commit_rows() -> dict:
     """{method: the row's cells} of the "At one commit" table."""
-    section = _results_section().split("\n### At one commit: process wall", 1)[1].split("\n### ", 1)[0]
-    rows = {}
-    for line in section.splitlines():
-        cells = _cells(line)
-        if len(cells) == 5 and cells[0] in ONE_COMMIT_METHODS:
-            rows[cells[0]] = cells
-    return rows
+    return _subsection_rows(ONE_COMMIT_HEADING, ONE_COMMIT_METHODS)
 
 
 def test_the_one_commit_table_is_the_benchmarks_timed_runs():
@@ -157,7 +159,7 @@ def test_the_one_commit_table_is_the_benchmarks_timed_runs():
 
     assert splat_plus_lite.config.pipeline.model.fused_loss
     runs = results["runs"]
-    line = _results_section().split("\n### At one commit: process wall", 1)[1]
+    line = _results_section().split(f"\n### {ONE_COMMIT_HEADING}\n", 1)[1].split("\n### ", 1)[0]
     for metric, unit, digits in (("psnr", " dB", 2), ("ssim", "", 4)):
         values = {m: [r[metric] for r in runs if r["method"] == m] for m in ("splat-plus-lite", "lite-fused")}
         assert len(values["splat-plus-lite"]) == len(values["lite-fused"]) == 5, values
