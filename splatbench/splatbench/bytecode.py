@@ -24,9 +24,8 @@ START_UP_PACKAGES = ("nerfstudio", "torch", "gsplat", "ns_splat_plus")
 
 def bytecode_roots(packages: Sequence[str] = START_UP_PACKAGES) -> List[Path]:
     """The directories to compile: the standard library, and the site directory of each of ``packages``
-    (the directory that holds it and its neighbours: nerfstudio's dependencies beside it). A package that
-    is not installed from a site directory (an editable checkout: its folder has no ``site-packages`` or
-    ``dist-packages`` in its path and no ``.dist-info`` beside it) gives its own folder instead."""
+    (the directory that holds it and its neighbours: nerfstudio's dependencies beside it). A package with
+    no ``.dist-info`` folder beside it (an editable checkout) gives its own folder instead."""
     roots = [Path(sysconfig.get_paths()["stdlib"])]
     for name in packages:
         spec = importlib.util.find_spec(name)

@@ -1748,4 +1748,6 @@ def test_the_benchmark_compiles_missing_bytecode_before_its_first_run(compile_fi
         assert events[0] == ("compile", [tmp_path / "site"])
     else:
         assert all(e[0] == "child" for e in events)
-    assert cli.build_parser().parse_args(["--no-compile-bytecode"]).no_compile_bytecode
+    flag = ["--methods", "splat-plus", "--scene-args", "--data scene colmap", "--no-compile-bytecode"]
+    assert cli.settings_from_args(cli.build_parser().parse_args(flag)).compile_bytecode is False
+    assert cli.settings_from_args(cli.build_parser().parse_args(flag[:-1])).compile_bytecode is True

@@ -82,11 +82,15 @@ PEER = REPO / "benchmarks" / "2026-11-28-h200x2-fastgs-peer" / "results.json"
 PEER_METHODS = {"splatfacto": "splatfacto", "splat-plus-lite": "splat-plus-lite", "FastGS": "fastgs"}
 
 
+def _subsection(heading: str) -> str:
+    """The text under the Results section's ``### <heading>``, to the next ``###``."""
+    return _results_section().split(f"\n### {heading}\n", 1)[1].split("\n### ", 1)[0]
+
+
 def _subsection_rows(heading: str, methods) -> dict:
     """{method: the row's cells} of the five-column table under the Results section's ``### <heading>``."""
-    section = _results_section().split(f"\n### {heading}\n", 1)[1].split("\n### ", 1)[0]
     rows = {}
-    for line in section.splitlines():
+    for line in _subsection(heading).splitlines():
         cells = _cells(line)
         if len(cells) == 5 and cells[0] in methods:
             rows[cells[0]] = cells
@@ -130,8 +134,6 @@ ONE_COMMIT_METHODS = {  # the README's row -> the benchmark's method (lite's row
     "splat-plus-fast": "splat-plus-fast",
     "splat-plus-lite": "lite-fused",
 }
-
-
 ONE_COMMIT_HEADING = "At one commit: process wall"
 
 
@@ -159,7 +161,7 @@ def test_the_one_commit_table_is_the_benchmarks_timed_runs():
 
     assert splat_plus_lite.config.pipeline.model.fused_loss
     runs = results["runs"]
-    line = _results_section().split(f"\n### {ONE_COMMIT_HEADING}\n", 1)[1].split("\n### ", 1)[0]
+    line = _subsection(ONE_COMMIT_HEADING)
     for metric, unit, digits in (("psnr", " dB", 2), ("ssim", "", 4)):
         values = {m: [r[metric] for r in runs if r["method"] == m] for m in ("splat-plus-lite", "lite-fused")}
         assert len(values["splat-plus-lite"]) == len(values["lite-fused"]) == 5, values
