@@ -30,6 +30,15 @@ def resolution_at(step: int, num_downscales: int, resolution_schedule: int) -> i
     return 2 ** max(num_downscales - step // max(1, resolution_schedule), 0)
 
 
+def resolution_change_steps(
+    start_step: int, stop_step: int, num_downscales: int, resolution_schedule: int
+) -> List[int]:
+    """The steps in (start_step, stop_step) at which the training resolution changes (:func:`resolution_at`):
+    the first step of each resolution that a run started at ``start_step`` reaches later."""
+    schedule = max(1, resolution_schedule)
+    return [k * schedule for k in range(1, num_downscales + 1) if start_step < k * schedule < stop_step]
+
+
 def short_run_notes(
     refines_at: Optional[Callable[[int], bool]],
     start_step: int,

@@ -6,9 +6,17 @@ NVIDIA L4") saw the first training process on a fresh machine end at PSNR ~14 wh
 reached ~27, cured by a throwaway run before the real one. ``run_warmup`` is that throwaway run,
 inside the training process and on the real step path (the trainer's ``train_iteration`` between
 the BEFORE/AFTER_TRAIN_ITERATION callbacks: rasterize forward and backward at the resolution of the
-first steps, loss, optimizer step, strategy hooks), followed by a bitwise restore of the training
-state. It is state-neutral, so it also runs when resuming; on several ranks every rank runs the
-same warmup steps (their collectives match).
+first steps, loss, optimizer step, strategy hooks), then the render, loss and backward once at each
+later training resolution of the run (:func:`later_resolution_steps`), followed by a bitwise restore
+of the training state. It is state-neutral, so it also runs when resuming; on several ranks every
+rank runs the same warmup steps (their collectives match).
+
+Why the later resolutions: the fused SSIM's Triton kernels compile once per specialization of their
+arguments, and a new image size changes it (strides divisible by 16 or not; the ground truth read as
+uint8 at full size, as float where resized). Without these passes splat-plus-lite's steps 2000 and
+4000 on plush-dog each took 2.5-4 s more than their neighbours on a machine whose Triton cache did not
+hold them yet (benchmarks/2026-11-29-h200-plush-dog-four-methods-and-fused-lite, the train logs):
+that time now falls before step 0, where the warmup reports it, and a warm cache makes it loads.
 
 Restored: parameters (also when the strategy replaced the ``nn.Parameter`` objects) and their
 gradients, buffers, torchmetrics states, optimizer states and param groups, schedulers, the grad
@@ -19,10 +27,11 @@ state, the trainer's step and the writer's pending events. Densification records
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from nerfstudio.utils import writer
@@ -32,6 +41,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.errors import TrainingHealthError
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.strategy import recording_paused
+from ns_splat_plus.training.short_run import resolution_change_steps
 from ns_splat_plus.training.snapshot import TrainingSnapshot
 from ns_splat_plus.training.step import run_training_step
 from ns_splat_plus.upstream import TrainerLike
@@ -45,6 +55,8 @@ class WarmupResult:
     means2d_grad_max: Optional[float]
     nonzero_gradient_steps: int
     restored: bool = True
+    later_sizes: List[Tuple[int, int]] = field(default_factory=list)
+    """(H, W) rendered by the passes at the run's later training resolutions, in step order."""
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -65,6 +77,34 @@ def _means2d_grad_max(model: Any) -> Optional[float]:
     if grad is None or grad.numel() == 0:
         return 0.0
     return float(grad.detach().abs().max())
+
+
+def later_resolution_steps(trainer: TrainerLike) -> List[int]:
+    """The first step of each training resolution that this run reaches after the one it starts at
+    (splatfacto's resolution schedule, as the run scaled it; none once training is at full size)."""
+    config = trainer.pipeline.model.config
+    return resolution_change_steps(
+        upstream.start_step(trainer),
+        trainer.config.max_num_iterations,
+        int(getattr(config, "num_downscales", 0)),
+        int(getattr(config, "resolution_schedule", 1)),
+    )
+
+
+def _render_and_backward_at(trainer: TrainerLike, step: int) -> Tuple[Tuple[int, int], torch.Tensor]:
+    """The forward, loss and backward of a training step at ``step``'s resolution and SH degree, without
+    the callbacks (no refine) or the optimizer update, which do not depend on the image size. Returns
+    the rendered (H, W) and the loss."""
+    model = trainer.pipeline.model
+    model.step = step  # splatfacto's BEFORE_TRAIN_ITERATION callback sets it; it picks the resolution
+    device_type = torch.device(trainer.device).type
+    device_type = "cpu" if device_type == "mps" else device_type
+    with torch.autocast(device_type=device_type, enabled=trainer.mixed_precision):
+        _, loss_dict, _ = trainer.pipeline.get_train_loss_dict(step=step)
+        loss = functools.reduce(torch.add, loss_dict.values())
+    trainer.grad_scaler.scale(loss).backward()
+    height, width = model.last_size
+    return (int(height), int(width)), loss
 
 
 def _check_step(trainer: TrainerLike, step: int, loss: Any, device: torch.device) -> None:
@@ -113,6 +153,7 @@ def run_warmup(trainer: TrainerLike, steps: Optional[int] = None) -> Optional[Wa
     started = time.perf_counter()
     first_step_seconds = 0.0
     grad_maxes: List[Optional[float]] = []
+    later_sizes: List[Tuple[int, int]] = []
     try:
         with recording_paused():
             for i in range(steps):
@@ -124,6 +165,11 @@ def run_warmup(trainer: TrainerLike, steps: Optional[int] = None) -> Optional[Wa
                 if i == 0:
                     _sync(device)
                     first_step_seconds = time.perf_counter() - started
+            for step in later_resolution_steps(trainer):
+                with trainer.train_lock:
+                    size, loss = _render_and_backward_at(trainer, step)
+                _check_step(trainer, step, loss, device)
+                later_sizes.append(size)
             if hasattr(trainer.optimizers, "resolve_pending"):
                 trainer.optimizers.resolve_pending()  # the warmup steps' finiteness checks (read in batches on the GPU)
             _sync(device)
@@ -145,12 +191,15 @@ def run_warmup(trainer: TrainerLike, steps: Optional[int] = None) -> Optional[Wa
         first_step_seconds=first_step_seconds,
         means2d_grad_max=max(known) if known else None,
         nonzero_gradient_steps=sum(1 for g in known if g > 0.0),
+        later_sizes=later_sizes,
     )
     trainer.warmup_result = result
     if collectives.get_rank() == 0:
+        later = " and ".join(f"{w}x{h}" for h, w in later_sizes)
+        also = f", then a render, loss and backward at {later} (the run's later sizes)" if later else ""
         CONSOLE.log(
-            f"Warmup: {steps} training steps in {seconds:.2f} s (first {first_step_seconds:.2f} s), gradients finite "
-            f"and non-zero; training state restored bitwise."
+            f"Warmup: {steps} training steps in {seconds:.2f} s (first {first_step_seconds:.2f} s){also}, gradients "
+            "finite and non-zero; training state restored bitwise."
         )
     writer.put_scalar(name="Warmup/seconds", scalar=seconds, step=upstream.start_step(trainer))
     writer.put_scalar(name="Warmup/first_step_seconds", scalar=first_step_seconds, step=upstream.start_step(trainer))
