@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -127,29 +128,39 @@ def test_the_fastgs_table_is_the_benchmark():
         assert f"{metric.upper()} {shown}" in line, (line, shown)
 
 
-ONE_COMMIT = REPO / "benchmarks" / "2026-11-29-h200-plush-dog-four-methods-and-fused-lite" / "results.json"
-ONE_COMMIT_METHODS = {  # the README's row -> the benchmark's method (lite's row: the preset since, the fused loss)
-    "splatfacto": "splatfacto",
-    "splat-plus": "splat-plus",
-    "splat-plus-fast": "splat-plus-fast",
-    "splat-plus-lite": "lite-fused",
+ONE_COMMIT = {  # the README's scene -> the benchmark of its four methods at one commit
+    "fox": REPO / "benchmarks" / "2026-11-29-h200-fox-four-methods-warmup-at-every-size" / "results.json",
+    "plush-dog": REPO / "benchmarks" / "2026-11-29-h200-plush-dog-four-methods-and-fused-lite" / "results.json",
+}
+ONE_COMMIT_METHODS = {  # (scene, the README's row) -> the benchmark's method (plush-dog's lite: the fused-loss variant)
+    **{
+        (scene, m): m
+        for scene in ONE_COMMIT
+        for m in ("splatfacto", "splat-plus", "splat-plus-fast", "splat-plus-lite")
+    },
+    ("plush-dog", "splat-plus-lite"): "lite-fused",
 }
 ONE_COMMIT_HEADING = "At one commit: process wall"
 
 
 def _one_commit_rows() -> dict:
-    """{method: the row's cells} of the "At one commit" table."""
-    return _subsection_rows(ONE_COMMIT_HEADING, ONE_COMMIT_METHODS)
+    """{(scene, method): the row's cells after the scene} of the "At one commit" table."""
+    rows = {}
+    for line in _subsection(ONE_COMMIT_HEADING).splitlines():
+        cells = _cells(line)
+        if len(cells) == 6 and tuple(cells[:2]) in ONE_COMMIT_METHODS:
+            rows[tuple(cells[:2])] = cells[1:]
+    return rows
 
 
 def test_the_one_commit_table_is_the_benchmarks_timed_runs():
-    results = json.loads(ONE_COMMIT.read_text())
-    timed = {r["method"]: r for r in results["runs"] if r["timing_valid"]}
+    results = {scene: json.loads(path.read_text()) for scene, path in ONE_COMMIT.items()}
+    timed = {(scene, r["method"]): r for scene, report in results.items() for r in report["runs"] if r["timing_valid"]}
     rows = _one_commit_rows()
     assert sorted(rows) == sorted(ONE_COMMIT_METHODS), rows
-    reference_wall = timed["splatfacto"]["process_wall_s"]
-    for shown, method in ONE_COMMIT_METHODS.items():
-        cells, run = rows[shown], timed[method]
+    for (scene, shown), method in ONE_COMMIT_METHODS.items():
+        cells, run = rows[(scene, shown)], timed[(scene, method)]
+        reference_wall = timed[(scene, "splatfacto")]["process_wall_s"]
         assert cells[1].startswith(f"{run['process_wall_s']:.1f} s"), (cells[1], run["process_wall_s"])
         if method != "splatfacto":
             assert f"({run['process_wall_s'] / reference_wall:.3f}x)" in cells[1], cells[1]
@@ -160,11 +171,18 @@ def test_the_one_commit_table_is_the_benchmarks_timed_runs():
     from ns_splat_plus.method import splat_plus_lite
 
     assert splat_plus_lite.config.pipeline.model.fused_loss
-    runs = results["runs"]
-    line = _subsection(ONE_COMMIT_HEADING)
+    runs = results["plush-dog"]["runs"]
+    line = " ".join(_subsection(ONE_COMMIT_HEADING).split())
     for metric, unit, digits in (("psnr", " dB", 2), ("ssim", "", 4)):
         values = {m: [r[metric] for r in runs if r["method"] == m] for m in ("splat-plus-lite", "lite-fused")}
         assert len(values["splat-plus-lite"]) == len(values["lite-fused"]) == 5, values
         interval = welch_interval(values["splat-plus-lite"], values["lite-fused"], confidence=0.90)
         shown = f"{interval['diff']:+.{digits}f} ± {interval['half_width']:.{digits}f}{unit}".replace("-", "−")
         assert shown in line, (metric, shown)
+    # fox: lite's PSNR over its 5 runs (mean ± sample SD) and splatfacto's one run
+    fox = {
+        m: [r["psnr"] for r in results["fox"]["runs"] if r["method"] == m] for m in ("splat-plus-lite", "splatfacto")
+    }
+    assert len(fox["splat-plus-lite"]) == 5 and len(fox["splatfacto"]) == 1, fox
+    lite = f"{statistics.mean(fox['splat-plus-lite']):.2f} ± {statistics.stdev(fox['splat-plus-lite']):.2f} over 5 runs"
+    assert f"Lite's PSNR on fox: {lite} (splatfacto's one run: {fox['splatfacto'][0]:.2f})" in line, line
