@@ -106,6 +106,8 @@ def format_warmup(result: Mapping[str, Any]) -> str:
     text = f"{result['steps']} steps in {result['seconds']:.2f} s"
     if result.get("first_step_seconds") is not None:
         text += f" (first {result['first_step_seconds']:.2f} s)"
+    if result.get("later_sizes"):
+        text += " · then rendered at " + ", ".join(f"{w}x{h}" for h, w in result["later_sizes"])
     if result.get("nonzero_gradient_steps") is not None:
         text += f" · non-zero gradients on {result['nonzero_gradient_steps']} of {result['steps']}"
     if result.get("means2d_grad_max") is not None:

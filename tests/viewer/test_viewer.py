@@ -217,6 +217,7 @@ def test_panel_sends_only_to_connected_browsers_and_throttles():
             "means2d_grad_max": 1e-3,
             "nonzero_gradient_steps": 5,
             "restored": True,
+            "later_sizes": [(18, 24), (36, 48)],
         }
     )
     assert panel.update(70, 437) is False  # within interval_s of the last tick
@@ -239,7 +240,10 @@ def test_panel_sends_only_to_connected_browsers_and_throttles():
         "zero_steps": 1,
     }
     assert "all-zero on 1 of 10 sampled steps" in format_gradient_summary(after_refine)
-    assert "**Warmup:** 5 steps in 0.42 s (first 0.20 s) · non-zero gradients on 5 of 5 · max 0.001" in text
+    assert (
+        "**Warmup:** 5 steps in 0.42 s (first 0.20 s) · then rendered at 24x18, 48x36 · non-zero gradients on 5 of 5 "
+        "· max 0.001" in text
+    )
     assert "**Ranks / GPUs:** 1 rank (single process) · device cpu" in text
 
 
