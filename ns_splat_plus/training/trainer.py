@@ -64,7 +64,8 @@ class SplatPlusTrainerConfig(TrainerConfig):
     steps_scaler: float = 1.0
     """Multiply every step count of the schedule by this, as gsplat's simple_trainer does: 0.5 trains the whole schedule (refinement, resolution and SH schedules, learning-rate decay) in half the steps, where --max-num-iterations alone would cut it short. Composes with ranks and cameras per step: steps x scaler / (W x B)."""
     warmup_steps: int = 5
-    """Training steps run (and undone, bitwise) before step 0 to warm kernels, allocator and caches; 0: off."""
+    """Training steps run (and undone, bitwise) before step 0 to warm kernels, allocator and caches, then one
+    render, loss and backward at each later training size of the resolution schedule; 0: off."""
     fused_adam: Optional[bool] = None
     """Step every Adam parameter group (means, scales, quats, features_dc, features_rest, opacities, ...)
     with one multi-tensor update instead of one optimizer step per group: fewer kernel launches, the
