@@ -50,8 +50,11 @@ def free_after_oom(trainer: TrainerLike) -> None:
         torch.cuda.empty_cache()
 
 
-def out_of_memory_error(trainer: TrainerLike, step: int, failure: str) -> DeviceOutOfMemoryError:
-    """Free what can be freed and build the message (the caller raises it)."""
+def out_of_memory_error(
+    trainer: TrainerLike, step: int, failure: str, where: Optional[str] = None
+) -> DeviceOutOfMemoryError:
+    """Free what can be freed and build the message (the caller raises it). ``where``: when it happened
+    (default: "at step ``step``")."""
     free_after_oom(trainer)
     model = trainer.pipeline.model
     config = model.config
@@ -94,7 +97,7 @@ def out_of_memory_error(trainer: TrainerLike, step: int, failure: str) -> Device
         "--pipeline.datamanager.image-memory stream. Memory fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
     )
     return DeviceOutOfMemoryError(
-        f"out of device memory at step {step} with {num_gaussians:,} Gaussians, rendering {image}{per_step} on "
+        f"out of device memory {where or f'at step {step}'} with {num_gaussians:,} Gaussians, rendering {image}{per_step} on "
         f"{device}{memory} ({failure})",
         what_to_do,
     )

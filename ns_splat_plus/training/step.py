@@ -1,4 +1,5 @@
-"""The one training step of splat-plus: :func:`run_training_step`.
+"""The one training step of splat-plus: :func:`run_training_step` (and the warmup's forward and
+backward alone at a later image size: :func:`run_forward_and_backward`).
 
 Used by the training loop (:mod:`ns_splat_plus.training.loop`), the warmup before step 0 and the
 step profiler, so that all three run exactly the same work: the before-iteration callbacks, the
@@ -8,12 +9,13 @@ averages awaited, the finiteness gate, one optimizer update) and the after-itera
 (densification, replica checks). The caller holds ``trainer.train_lock`` (the viewer renders
 between steps, never inside one). A device out-of-memory error anywhere in the step becomes one
 :class:`DeviceOutOfMemoryError` naming the Gaussian count, the image size and what to change
-(:mod:`.oom`).
+(:mod:`.oom`), in both.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+import functools
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
@@ -24,15 +26,51 @@ from ns_splat_plus.upstream import TrainerLike
 
 def run_training_step(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
     """One training step at ``step``; returns nerfstudio's ``(loss, loss_dict, metrics_dict)``."""
+    return _memory_checked(trainer, step, _training_step)
+
+
+def run_forward_and_backward(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Tuple[int, int]]:
+    """The forward, loss and backward of a training step at ``step``'s resolution and SH degree, without
+    the callbacks (no refine) or the optimizer update, neither of which depends on the image size: the
+    warmup's pass at a later training size. Returns the loss and the rendered (H, W)."""
+    return _memory_checked(
+        trainer, step, _forward_and_backward, where=f"in the warmup's render at step {step}'s image size"
+    )
+
+
+def _memory_checked(
+    trainer: TrainerLike, step: int, work: Callable[[TrainerLike, int], Any], where: Optional[str] = None
+) -> Any:
+    """``work(trainer, step)``, a device out-of-memory error in it raised as one message (:mod:`.oom`)."""
     from ns_splat_plus.training import oom
 
     failure = None
     try:
-        return _training_step(trainer, step)
+        return work(trainer, step)
     except torch.OutOfMemoryError as err:
         failure = str(err).splitlines()[0] if str(err) else "out of memory"
     # outside the except block: the traceback (and the step's tensors its frames hold) is gone
-    raise oom.out_of_memory_error(trainer, step, failure)
+    raise oom.out_of_memory_error(trainer, step, failure, where=where)
+
+
+def _forward_and_backward(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Tuple[int, int]]:
+    model = trainer.pipeline.model
+    trainer.pipeline.train()
+    model.step = step  # splatfacto's BEFORE_TRAIN_ITERATION callback sets it; it picks the resolution
+    loss, _, _ = _forward_loss(trainer, step)
+    trainer.grad_scaler.scale(loss).backward()
+    height, width = model.last_size
+    return loss, (int(height), int(width))
+
+
+def _forward_loss(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
+    """This step's camera, render and loss, under the trainer's autocast: ``(loss, loss_dict, metrics_dict)``."""
+    device_type = trainer.device.split(":")[0]
+    device_type = "cpu" if device_type == "mps" else device_type
+    with torch.autocast(device_type=device_type, enabled=trainer.mixed_precision):
+        _, loss_dict, metrics_dict = trainer.pipeline.get_train_loss_dict(step=step)
+        loss = functools.reduce(torch.add, loss_dict.values())
+    return loss, loss_dict, metrics_dict
 
 
 def _training_step(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
@@ -51,18 +89,12 @@ def optimize(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, A
     optimizer update, the schedulers), plus one check: a loss that reaches no parameter (no Gaussian
     in view: a NaN camera pose, or Gaussians diverged to NaN / far away) stops with a message
     naming the step, instead of autograd's "element 0 of tensors does not require grad"."""
-    import functools
-
     from ns_splat_plus.errors import TrainingHealthError
     from ns_splat_plus.parallel.gradients import start_gradient_averaging
 
     needs_zero = [g for g in trainer.optimizers.parameters if step % trainer.gradient_accumulation_steps[g] == 0]
     trainer.optimizers.zero_grad_some(needs_zero)
-    device_type = trainer.device.split(":")[0]
-    device_type = "cpu" if device_type == "mps" else device_type
-    with torch.autocast(device_type=device_type, enabled=trainer.mixed_precision):
-        _, loss_dict, metrics_dict = trainer.pipeline.get_train_loss_dict(step=step)
-        loss = functools.reduce(torch.add, loss_dict.values())
+    loss, loss_dict, metrics_dict = _forward_loss(trainer, step)
     if not loss.requires_grad:
         raise TrainingHealthError(
             f"Training stopped at step {step}: the loss depends on no parameter, so no Gaussian was in view of "

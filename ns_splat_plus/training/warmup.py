@@ -27,7 +27,6 @@ state, the trainer's step and the writer's pending events. Densification records
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -43,7 +42,7 @@ from ns_splat_plus.parallel import collectives
 from ns_splat_plus.strategy import recording_paused
 from ns_splat_plus.training.short_run import resolution_change_steps
 from ns_splat_plus.training.snapshot import TrainingSnapshot
-from ns_splat_plus.training.step import run_training_step
+from ns_splat_plus.training.step import run_forward_and_backward, run_training_step
 from ns_splat_plus.upstream import TrainerLike
 
 
@@ -89,22 +88,6 @@ def later_resolution_steps(trainer: TrainerLike) -> List[int]:
         int(getattr(config, "num_downscales", 0)),
         int(getattr(config, "resolution_schedule", 1)),
     )
-
-
-def _render_and_backward_at(trainer: TrainerLike, step: int) -> Tuple[Tuple[int, int], torch.Tensor]:
-    """The forward, loss and backward of a training step at ``step``'s resolution and SH degree, without
-    the callbacks (no refine) or the optimizer update, which do not depend on the image size. Returns
-    the rendered (H, W) and the loss."""
-    model = trainer.pipeline.model
-    model.step = step  # splatfacto's BEFORE_TRAIN_ITERATION callback sets it; it picks the resolution
-    device_type = torch.device(trainer.device).type
-    device_type = "cpu" if device_type == "mps" else device_type
-    with torch.autocast(device_type=device_type, enabled=trainer.mixed_precision):
-        _, loss_dict, _ = trainer.pipeline.get_train_loss_dict(step=step)
-        loss = functools.reduce(torch.add, loss_dict.values())
-    trainer.grad_scaler.scale(loss).backward()
-    height, width = model.last_size
-    return (int(height), int(width)), loss
 
 
 def _check_step(trainer: TrainerLike, step: int, loss: Any, device: torch.device) -> None:
@@ -167,7 +150,7 @@ def run_warmup(trainer: TrainerLike, steps: Optional[int] = None) -> Optional[Wa
                     first_step_seconds = time.perf_counter() - started
             for step in later_resolution_steps(trainer):
                 with trainer.train_lock:
-                    size, loss = _render_and_backward_at(trainer, step)
+                    loss, size = run_forward_and_backward(trainer, step)
                 _check_step(trainer, step, loss, device)
                 later_sizes.append(size)
             if hasattr(trainer.optimizers, "resolve_pending"):

@@ -221,6 +221,26 @@ def test_out_of_memory_in_a_step_is_one_message(host_trainer, monkeypatch):
     assert all(p.grad is None for p in model.parameters())  # freed before raising
 
 
+def test_out_of_memory_in_the_warmups_pass_at_a_later_size_is_one_message(host_trainer, monkeypatch):
+    """The warmup's render at a later training size runs outside a training step: the same message, saying when."""
+    from ns_splat_plus.training.oom import DeviceOutOfMemoryError
+    from ns_splat_plus.training.step import run_forward_and_backward
+
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+    model = host_trainer.pipeline.model
+    monkeypatch.setattr(model, "get_outputs", oom)
+    with pytest.raises(DeviceOutOfMemoryError) as caught:
+        run_forward_and_backward(host_trainer, 4000)
+    message = str(caught.value)
+    assert (
+        f"out of device memory in the warmup's render at step 4000's image size with {model.num_points:,} " in message
+    )
+    assert "Tried to allocate 8.00 GiB" in message and "--pipeline.datamanager.image-memory stream" in message
+    assert caught.value.__context__ is None
+
+
 # --- empty_cache after refine --------------------------------------------------------------------
 
 
