@@ -56,6 +56,7 @@ def _memory_checked(
 def _forward_and_backward(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Tuple[int, int]]:
     model = trainer.pipeline.model
     trainer.pipeline.train()
+    trainer.optimizers.zero_grad_some(list(trainer.optimizers.parameters))  # this pass's gradients alone
     model.step = step  # splatfacto's BEFORE_TRAIN_ITERATION callback sets it; it picks the resolution
     loss, _, _ = _forward_loss(trainer, step)
     trainer.grad_scaler.scale(loss).backward()
