@@ -188,6 +188,57 @@ def test_warmup_restores_parameters_fused_adam_and_rng_bitwise(scene, tmp_path, 
         assert "cuda" in before["rng"]
 
 
+def _compiled_ssim_kernels() -> set:
+    """The compiled Triton kernels the fused SSIM's launchers hold (one per specialization Triton made)."""
+    from ns_splat_plus.kernels import ssim as ssim_kernels
+
+    return {id(kernel) for launcher in ssim_kernels._launchers() for kernel in launcher.compiled.values()}
+
+
+@gpu_only
+@pytest.mark.parametrize("later_sizes", [True, False], ids=["warmup", "without-later-sizes"])
+def test_after_the_warmup_no_training_size_compiles_a_kernel(tmp_path_factory, tmp_path, monkeypatch, later_sizes):
+    """The warmup's passes at the later training sizes leave nothing for Triton to compile after step 0:
+    training through the resolution schedule (1/4 size, 1/2 from step 10, full from 20, where the ground
+    truth is read as uint8) launches only kernels that the warmup compiled. The control run, without the
+    passes, compiles new ones in training: the sizes do change the kernels' specialization."""
+    from ns_splat_plus.kernels import ssim as ssim_kernels
+    from splatbench.scenes import SceneSpec, make_scene
+
+    scene = make_scene(tmp_path_factory.mktemp("sizes"), SceneSpec(n_views=16, width=192, height=144, focal=168.0))
+    config = _device_config(scene, tmp_path, "cuda", steps=30)
+    config.warmup_steps = 2
+    model = config.pipeline.model
+    model.num_downscales, model.resolution_schedule = 2, 10
+    model.ssim_kernel, model.fused_loss = "triton", True
+    if not later_sizes:
+        monkeypatch.setattr(warmup, "later_resolution_steps", lambda trainer: [])
+    for launcher in ssim_kernels._launchers():
+        launcher.compiled.clear()
+    seen = {}
+    run_warmup = warmup.run_warmup
+
+    def run_warmup_and_look(trainer_, *args, **kwargs):
+        result = run_warmup(trainer_, *args, **kwargs)
+        seen["after_warmup"], seen["later_sizes"] = _compiled_ssim_kernels(), result.later_sizes
+        return result
+
+    monkeypatch.setattr(warmup, "run_warmup", run_warmup_and_look)
+    try:
+        trainer = build_trainer(config)
+        trainer.train()
+    finally:
+        close_writers()
+    assert seen["after_warmup"], "the launchers hold no compiled kernel: Triton's launches went elsewhere"
+    after_training = _compiled_ssim_kernels()
+    if later_sizes:
+        assert seen["later_sizes"] == [(72, 96), (144, 192)]
+        assert after_training == seen["after_warmup"]
+    else:
+        assert seen["later_sizes"] == []
+        assert after_training > seen["after_warmup"]
+
+
 # --- 2. a resume on CUDA continues bitwise -------------------------------------------------------------
 
 RESUME_STEPS = {"cuda": (40, 35), "cpu": (10, 8)}
