@@ -65,12 +65,22 @@ def _forward_and_backward(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor
 
 
 def _forward_loss(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
-    """This step's camera, render and loss, under the trainer's autocast: ``(loss, loss_dict, metrics_dict)``."""
+    """This step's camera, render and loss, under the trainer's autocast: ``(loss, loss_dict, metrics_dict)``.
+    A loss that reaches no parameter stops here with a message naming the step (see :func:`optimize`)."""
+    from ns_splat_plus.errors import TrainingHealthError
+
     device_type = trainer.device.split(":")[0]
     device_type = "cpu" if device_type == "mps" else device_type
     with torch.autocast(device_type=device_type, enabled=trainer.mixed_precision):
         _, loss_dict, metrics_dict = trainer.pipeline.get_train_loss_dict(step=step)
         loss = functools.reduce(torch.add, loss_dict.values())
+    if not loss.requires_grad:
+        raise TrainingHealthError(
+            f"Training stopped at step {step}: the loss depends on no parameter, so no Gaussian was in view of "
+            "this step's camera. Likely causes:\n  - the Gaussians diverged (NaN/Inf or far away): a learning rate "
+            "far too high (--optimizers.<group>.optimizer.lr)\n  - a NaN or degenerate camera pose in the dataset"
+            "\n  - the scene scale or near plane puts every Gaussian outside the view"
+        )
     return loss, loss_dict, metrics_dict
 
 
@@ -90,19 +100,11 @@ def optimize(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, A
     optimizer update, the schedulers), plus one check: a loss that reaches no parameter (no Gaussian
     in view: a NaN camera pose, or Gaussians diverged to NaN / far away) stops with a message
     naming the step, instead of autograd's "element 0 of tensors does not require grad"."""
-    from ns_splat_plus.errors import TrainingHealthError
     from ns_splat_plus.parallel.gradients import start_gradient_averaging
 
     needs_zero = [g for g in trainer.optimizers.parameters if step % trainer.gradient_accumulation_steps[g] == 0]
     trainer.optimizers.zero_grad_some(needs_zero)
     loss, loss_dict, metrics_dict = _forward_loss(trainer, step)
-    if not loss.requires_grad:
-        raise TrainingHealthError(
-            f"Training stopped at step {step}: the loss depends on no parameter, so no Gaussian was in view of "
-            "this step's camera. Likely causes:\n  - the Gaussians diverged (NaN/Inf or far away): a learning rate "
-            "far too high (--optimizers.<group>.optimizer.lr)\n  - a NaN or degenerate camera pose in the dataset"
-            "\n  - the scene scale or near plane puts every Gaussian outside the view"
-        )
     needs_step = [
         g
         for g in trainer.optimizers.parameters
