@@ -186,3 +186,23 @@ def test_the_one_commit_table_is_the_benchmarks_timed_runs():
     assert len(fox["splat-plus-lite"]) == 5 and len(fox["splatfacto"]) == 1, fox
     lite = f"{statistics.mean(fox['splat-plus-lite']):.2f} ± {statistics.stdev(fox['splat-plus-lite']):.2f} over 5 runs"
     assert f"Lite's PSNR on fox: {lite} (splatfacto's one run: {fox['splatfacto'][0]:.2f})" in line, line
+
+
+AGAIN = REPO / "benchmarks" / "2026-11-29-h200-plush-dog-lite-against-splatfacto" / "results.json"
+
+
+def test_plush_dog_again_is_the_benchmark():
+    """The line under the one-commit table: lite's and splatfacto's timed walls, their ratio, lite's warmup in
+    that wall, and each method's PSNR over its runs (mean ± sample SD), from the benchmark's report."""
+    runs = json.loads(AGAIN.read_text())["runs"]
+    timed = {r["method"]: r for r in runs if r["timing_valid"]}
+    psnr = {m: [r["psnr"] for r in runs if r["method"] == m] for m in ("splat-plus-lite", "splatfacto")}
+    lite, reference = timed["splat-plus-lite"]["process_wall_s"], timed["splatfacto"]["process_wall_s"]
+    warmup = timed["splat-plus-lite"]["train_wall_parts"]["warmup_s"]
+    line = " ".join(_subsection(ONE_COMMIT_HEADING).split())
+    assert f"{lite:.1f} s against {reference:.1f} s ({lite / reference:.3f}x)" in line, line
+    assert f"lite's {lite:.1f} s include a {warmup:.1f} s warmup" in line, line
+    for shown, method in (("lite", "splat-plus-lite"), ("splatfacto", "splatfacto")):
+        values = psnr[method]
+        expected = f"{shown} {statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} over {len(values)} runs"
+        assert expected in line, (expected, line)
