@@ -1,0 +1,142 @@
+"""Tile intersections in buffers of a fixed capacity, without a host read: :func:`isect_tiles_fixed`.
+
+gsplat 1.4.0's ``isect_tiles`` reads the number of (Gaussian, tile) entries on the host
+(``cum_tiles_per_gauss[-1].item()``, ``isect_tiles.cu``) to size its buffers: one synchronisation in
+every training step, and output shapes that change from step to step. Neither can be recorded in a
+CUDA graph. :func:`isect_tiles_fixed` writes the same entries, in the same order, into ``capacity``
+slots chosen by the caller, with PyTorch operations whose shapes depend only on ``C``, ``N``, the tile
+grid and ``capacity``:
+
+- the slots past the true count hold a padding key above every real key, so the sort leaves them at
+  the end;
+- the tile grid gets one more row of tiles below the image. Each of its tiles starts where the next
+  camera's entries start (the last camera's: at the true count), so every real tile's range is
+  gsplat's, and the very last tile of the grid spans the padding. That row lies outside the image and
+  ``masks`` marks it off, so gsplat's ``rasterize_to_pixels`` skips its tiles in the forward (no
+  pixel inside) and in the backward (the mask). gsplat's wrapper accepts the taller grid (it asserts
+  ``tile_height * tile_size >= image_height``).
+
+A count above ``capacity`` drops the entries past it (``overflow`` says so, on the device): the
+caller reads ``overflow`` where a synchronisation costs nothing, or sizes ``capacity`` from the count
+(``n_isects``) of an earlier render.
+
+Each Gaussian's tiles are gsplat's: ``floor`` / ``ceil`` of ``(mean2d -+ radius) / tile_size`` in float32,
+clamped to the grid, listed row by row; the keys are (camera, tile, depth bits); the sort is stable,
+so entries with equal keys keep gsplat's order (by the flattened (camera, Gaussian) index).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+PADDING_KEY = torch.iinfo(torch.int64).max
+"""The key of an unused slot: above every real key (camera and tile bits stay below bit 63)."""
+
+
+@dataclass
+class FixedCapacityIntersections:
+    """The sorted entries and the tile ranges of :func:`isect_tiles_fixed` (``K`` = capacity)."""
+
+    isect_ids: Tensor
+    """[K] int64, sorted: (camera << (32 + tile bits)) | (tile << 32) | depth's float bits; padding last."""
+    flatten_ids: Tensor
+    """[K] int32, the flattened (camera, Gaussian) index ``c * N + n`` of each entry (0 in padding)."""
+    isect_offsets: Tensor
+    """[C, tile_height + 1, tile_width] int32, where each tile's entries start (gsplat's offsets, one row more)."""
+    masks: Tensor
+    """[C, tile_height + 1, tile_width] bool, False on the added row."""
+    tiles_per_gauss: Tensor
+    """[C, N] int32, the tiles each Gaussian is listed in (0 where its radius is 0)."""
+    n_isects: Tensor
+    """[] int64 on the device, the number of real entries (the true count, also when it overflows)."""
+    overflow: Tensor
+    """[] bool on the device: ``n_isects > capacity``, entries were dropped."""
+
+
+@torch.no_grad()
+def isect_tiles_fixed(
+    means2d: Tensor, radii: Tensor, depths: Tensor, tile_size: int, tile_width: int, tile_height: int, capacity: int
+) -> FixedCapacityIntersections:
+    """gsplat's ``isect_tiles(sort=True)`` and ``isect_offset_encode`` into ``capacity`` slots.
+
+    Args:
+        means2d: [C, N, 2] float32, projected centres in pixels.
+        radii: [C, N] int32, the half-side in pixels of the square of tiles each Gaussian is listed in
+            (gsplat's radii, or :func:`~ns_splat_plus.raster.tile_bounds.tile_radii`); 0 skips it.
+        depths: [C, N] float32, positive camera-space depths (their bits order the entries of a tile).
+        tile_size: pixels per tile side. tile_width, tile_height: the image's tile grid.
+        capacity: K, the number of slots (>= 1).
+
+    Returns:
+        :class:`FixedCapacityIntersections`; pass ``isect_offsets``, ``flatten_ids`` and ``masks`` to
+        gsplat's ``rasterize_to_pixels``.
+    """
+    if capacity < 1:
+        raise ValueError(f"capacity must be at least 1, got {capacity}")
+    C, N = radii.shape
+    device = means2d.device
+    masks = torch.ones(C, tile_height + 1, tile_width, dtype=torch.bool, device=device)
+    masks[:, tile_height] = False
+    if C * N == 0:  # nothing to list: every slot is padding, every tile empty
+        zero = torch.zeros((), dtype=torch.int64, device=device)
+        return FixedCapacityIntersections(
+            isect_ids=torch.full((capacity,), PADDING_KEY, dtype=torch.int64, device=device),
+            flatten_ids=torch.zeros(capacity, dtype=torch.int32, device=device),
+            isect_offsets=torch.zeros(C, tile_height + 1, tile_width, dtype=torch.int32, device=device),
+            masks=masks,
+            tiles_per_gauss=torch.zeros(C, N, dtype=torch.int32, device=device),
+            n_isects=zero,
+            overflow=zero > capacity,
+        )
+    grid_tiles = (tile_height + 1) * tile_width
+    tile_bits = grid_tiles.bit_length()
+    if 32 + tile_bits + max(C - 1, 1).bit_length() > 62:  # the padding's tile key stays above every query
+        raise ValueError(f"{C} cameras of {grid_tiles} tiles do not fit a 62-bit key")
+
+    # gsplat's tile range per Gaussian, in float32 as its kernel computes it; its float-to-uint32 casts
+    # saturate (NaN to 0), which nan_to_num and the clamps reproduce before the integer conversion
+    # (limits as Python numbers: a tensor made from a list would be a host-to-device copy)
+    tile_radius = radii.to(torch.float32)[..., None] / tile_size
+    tile_xy = means2d.to(torch.float32) / tile_size
+
+    def tile_index(x: Tensor) -> Tensor:
+        x = torch.nan_to_num(x, nan=0.0)
+        return torch.stack([x[..., 0].clamp(0.0, tile_width), x[..., 1].clamp(0.0, tile_height)], -1).to(torch.int64)
+
+    lower, upper = tile_index(torch.floor(tile_xy - tile_radius)), tile_index(torch.ceil(tile_xy + tile_radius))
+    extent = upper - lower  # [C, N, 2]
+    tiles_per_gauss = torch.where(radii > 0, extent[..., 0] * extent[..., 1], 0).reshape(-1)  # [C * N]
+    ends = torch.cumsum(tiles_per_gauss, 0)
+
+    # slot k belongs to the Gaussian whose [start, end) holds it; slots from the true count on are padding
+    slots = torch.arange(capacity, device=device)
+    owner = torch.searchsorted(ends, slots, right=True).clamp_(max=C * N - 1)
+    n_isects = ends[-1]
+    used = slots < n_isects
+    local = slots - (ends[owner] - tiles_per_gauss[owner])
+    width = extent[..., 0].reshape(-1)[owner].clamp(min=1)
+    tile_y = lower[..., 1].reshape(-1)[owner] + torch.div(local, width, rounding_mode="floor")
+    tile_x = lower[..., 0].reshape(-1)[owner] + torch.remainder(local, width)
+    depth_bits = depths.to(torch.float32).contiguous().view(torch.int32).to(torch.int64).reshape(-1)[owner]
+    camera = torch.div(owner, N, rounding_mode="floor")
+    keys = (camera << (32 + tile_bits)) | ((tile_y * tile_width + tile_x) << 32) | depth_bits
+    keys = torch.where(used, keys, PADDING_KEY)
+    isect_ids, order = torch.sort(keys, stable=True)
+    flatten_ids = torch.where(used, owner, 0)[order].to(torch.int32)
+
+    # each tile's first entry: gsplat's offsets, and the added row's tiles start where the next camera does
+    tile_keys = isect_ids >> 32
+    queries = (torch.arange(C, device=device)[:, None] << tile_bits) | torch.arange(grid_tiles, device=device)
+    isect_offsets = torch.searchsorted(tile_keys, queries.reshape(-1)).to(torch.int32)
+    return FixedCapacityIntersections(
+        isect_ids=isect_ids,
+        flatten_ids=flatten_ids,
+        isect_offsets=isect_offsets.reshape(C, tile_height + 1, tile_width),
+        masks=masks,
+        tiles_per_gauss=tiles_per_gauss.reshape(C, N).to(torch.int32),
+        n_isects=n_isects,
+        overflow=n_isects > capacity,
+    )
