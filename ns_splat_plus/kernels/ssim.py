@@ -49,6 +49,12 @@ ROW_BLOCK = 256  # row passes: one row and this many columns per program
 COLUMN_TILE = (4, 128)  # column passes: rows x columns per program
 FINISH_BLOCK = 1024
 MAX_ELEMENTS = 2**31 // 5  # the five filtered maps are indexed with 32-bit offsets (B x 3 x H x W below this)
+OUTER_STRIDES = ("sxn", "sxh", "san", "sah", "syn", "syh", "sgn", "sgh", "sga_n", "sga_h")
+"""The image and row strides of x, alpha, y and the gradients, left unspecialized (``do_not_specialize``)
+with the sizes and the scratch maps' strides: they change with the image size, and Triton would compile
+each kernel again for every pattern of their divisibility by 16 (a training size of 375x250 and one of
+1500x1000 differ), seconds per kernel on a cold cache. The channel and column strides (1 and 3 for an
+HWC image at every size) stay specialized: they do not change with the size."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,7 @@ def _kernels():
     import triton.language as tl
 
     # fmt: off
-    @triton.jit(do_not_specialize=["H", "W", "Wv", "n_col_blocks"])
+    @triton.jit(do_not_specialize=["H", "W", "Wv", "maps_stride", "n_col_blocks", *OUTER_STRIDES[:6]])
     def ssim_rows_forward(x_ptr, alpha_ptr, bg_ptr, y_ptr, win_ptr, out_ptr, l1_ptr, C, H, W, Wv, maps_stride,
                           n_col_blocks, sxn, sxc, sxh, sxw, san, sah, saw, syn, syc, syh, syw,
                           COMPOSITE: tl.constexpr, Y_U8: tl.constexpr, WITH_L1: tl.constexpr,
@@ -154,7 +160,7 @@ def _kernels():
         tl.store(out + 4 * maps_stride, mxy, mask=keep)
 
     # fmt: off
-    @triton.jit(do_not_specialize=["H", "Hv", "Wv", "n_row_blocks", "n_col_blocks"])
+    @triton.jit(do_not_specialize=["H", "Hv", "Wv", "maps_stride", "deriv_stride", "n_row_blocks", "n_col_blocks"])
     def ssim_columns_forward(maps_ptr, win_ptr, partial_ptr, deriv_ptr, H, Hv, Wv, maps_stride, deriv_stride,
                              n_row_blocks, n_col_blocks, C1: tl.constexpr, C2: tl.constexpr, WIN: tl.constexpr,
                              BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, STORE_DERIVATIVES: tl.constexpr):
@@ -223,7 +229,7 @@ def _kernels():
             value += tl.sum(acc, axis=0) * l1_scale
         tl.store(out_ptr, value)
 
-    @triton.jit(do_not_specialize=["W", "Wv"])
+    @triton.jit(do_not_specialize=["W", "Wv", "deriv_stride", "out_stride"])
     def ssim_rows_backward(
         deriv_ptr, win_ptr, out_ptr, W, Wv, deriv_stride, out_stride, WIN: tl.constexpr, BLOCK: tl.constexpr
     ):
@@ -247,7 +253,7 @@ def _kernels():
         tl.store(out + 2 * out_stride, c, mask=keep)
 
     # fmt: off
-    @triton.jit(do_not_specialize=["H", "W", "Hv", "n_row_blocks"])
+    @triton.jit(do_not_specialize=["H", "W", "Hv", "rows_stride", "n_row_blocks", *OUTER_STRIDES])
     def ssim_columns_backward(rows_ptr, win_ptr, x_ptr, alpha_ptr, bg_ptr, y_ptr, grad_out_ptr, grad_ptr,
                               grad_alpha_ptr, ssim_scale, l1_scale, H, W, Hv, rows_stride, n_row_blocks,
                               sxn, sxc, sxh, sxw, san, sah, saw, syn, syc, syh, syw, sgn, sgc, sgh, sgw,

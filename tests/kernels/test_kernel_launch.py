@@ -99,3 +99,20 @@ def test_a_refused_direct_launch_goes_back_to_dispatch_for_good(monkeypatch):
         launcher((1,), torch.zeros(4), 3)
     assert len(kernel.dispatched) == 3 and launcher.direct_launches == 0
     assert not launcher.direct and not launcher.compiled
+
+
+def test_what_changes_with_the_image_size_or_the_gaussian_count_is_not_specialized():
+    """Every argument that changes with the training size (sizes, block counts, the image and row
+    strides, the scratch maps' strides) or with the Gaussian count is in its kernel's
+    ``do_not_specialize``, by a name the kernel has: Triton accepts an unknown name silently and would
+    compile each kernel again at a new size or count (seconds on a cold cache, in the middle of a run)."""
+    from ns_splat_plus.kernels import ssim, tile_bounds
+
+    kernels = (*ssim._kernels(), tile_bounds._launcher().kernel)
+    changing = {"H", "W", "Hv", "Wv", "n", "n_ssim", "n_l1", "n_row_blocks", "n_col_blocks", *ssim.OUTER_STRIDES}
+    for kernel in kernels:
+        unspecialized = set(kernel.do_not_specialize)
+        assert unspecialized <= set(kernel.arg_names), (kernel.__name__, unspecialized - set(kernel.arg_names))
+        expected = {a for a in kernel.arg_names if a in changing or a.endswith("_stride")}
+        assert expected <= unspecialized, (kernel.__name__, expected - unspecialized)
+    assert {"ssim_columns_backward", "opacity_tile_radii"} <= {k.__name__ for k in kernels}

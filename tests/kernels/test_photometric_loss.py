@@ -335,5 +335,38 @@ def test_direct_kernel_launches_give_the_numbers_of_tritons_dispatch():
     _check_against_reference(*_render(1, 64, 96, seed=6, gt_uint8=True, device="cuda"))  # a direct path, too
 
 
+@pytest.mark.gpu
+def test_a_new_image_size_or_gaussian_count_compiles_no_kernel():
+    """A second image size whose strides divide differently by 16 (96 columns, 3 x 96 = 288 per row,
+    against 100 and 300) and a Gaussian count that is not a multiple of 16 reuse the kernels compiled
+    for the first: the sizes, strides and counts are not specialized (kernels/ssim.py's OUTER_STRIDES)."""
+    if not torch.cuda.is_available():
+        pytest.fail("needs CUDA")
+    from ns_splat_plus.kernels import ssim as ssim_kernels
+    from ns_splat_plus.kernels import tile_bounds
+
+    launchers = (*ssim_kernels._launchers(), tile_bounds._launcher())
+    for launcher in launchers:  # what earlier tests compiled stays in Triton's cache, not in these
+        launcher.compiled.clear()
+
+    def compiled() -> set:
+        return {id(kernel) for launcher in launchers for kernel in launcher.compiled.values()}
+
+    def run(height: int, width: int, n: int) -> None:
+        colors, alphas, background, gt = _render(1, height, width, seed=7, gt_uint8=False, device="cuda")
+        c, a = colors.requires_grad_(), alphas.requires_grad_()
+        fused_photometric_loss(c, a, background, gt, SSIM_LAMBDA).backward()
+        radii = torch.full((1, n), 9, dtype=torch.int32, device="cuda")
+        conics = torch.tensor([0.5, 0.0, 0.5], device="cuda").repeat(1, n, 1)
+        tile_bounds.tile_radii_triton(radii, conics, torch.full((1, n), 0.5, device="cuda"), 1e-6, 1e-4, 0.01, 1e-6)
+        torch.cuda.synchronize()
+
+    run(72, 96, 4096)
+    first = compiled()
+    assert len(first) == 6, len(first)  # the five loss kernels and the tile bounds
+    run(75, 100, 4099)
+    assert compiled() == first, "a new size or count compiled another kernel"
+
+
 if __name__ == "__main__":
     main(globals())
