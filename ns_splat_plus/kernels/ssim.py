@@ -49,7 +49,9 @@ ROW_BLOCK = 256  # row passes: one row and this many columns per program
 COLUMN_TILE = (4, 128)  # column passes: rows x columns per program
 FINISH_BLOCK = 1024
 MAX_ELEMENTS = 2**31 // 5  # the five filtered maps are indexed with 32-bit offsets (B x 3 x H x W below this)
-OUTER_STRIDES = ("sxn", "sxh", "san", "sah", "syn", "syh", "sgn", "sgh", "sga_n", "sga_h")
+INPUT_STRIDES = ("sxn", "sxh", "san", "sah", "syn", "syh")
+"""The image and row strides of x, alpha and y (read by the forward's row pass and the backward's column pass)."""
+OUTER_STRIDES = (*INPUT_STRIDES, "sgn", "sgh", "sga_n", "sga_h")
 """The image and row strides of x, alpha, y and the gradients, left unspecialized (``do_not_specialize``)
 with the sizes and the scratch maps' strides: they change with the image size, and Triton would compile
 each kernel again for every pattern of their divisibility by 16 (a training size of 375x250 and one of
@@ -108,7 +110,7 @@ def _kernels():
     import triton.language as tl
 
     # fmt: off
-    @triton.jit(do_not_specialize=["H", "W", "Wv", "maps_stride", "n_col_blocks", *OUTER_STRIDES[:6]])
+    @triton.jit(do_not_specialize=["H", "W", "Wv", "maps_stride", "n_col_blocks", *INPUT_STRIDES])
     def ssim_rows_forward(x_ptr, alpha_ptr, bg_ptr, y_ptr, win_ptr, out_ptr, l1_ptr, C, H, W, Wv, maps_stride,
                           n_col_blocks, sxn, sxc, sxh, sxw, san, sah, saw, syn, syc, syh, syw,
                           COMPOSITE: tl.constexpr, Y_U8: tl.constexpr, WITH_L1: tl.constexpr,
