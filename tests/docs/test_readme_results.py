@@ -143,6 +143,11 @@ ONE_COMMIT_METHODS = {  # (scene, the README's row) -> the benchmark's method (p
 ONE_COMMIT_HEADING = "At one commit: process wall"
 
 
+def _one_commit_text() -> str:
+    """The one-commit subsection's text on one line (its sentences wrap)."""
+    return " ".join(_subsection(ONE_COMMIT_HEADING).split())
+
+
 def _one_commit_rows() -> dict:
     """{(scene, method): the row's cells after the scene} of the "At one commit" table."""
     rows = {}
@@ -172,7 +177,7 @@ def test_the_one_commit_table_is_the_benchmarks_timed_runs():
 
     assert splat_plus_lite.config.pipeline.model.fused_loss
     runs = results["plush-dog"]["runs"]
-    line = " ".join(_subsection(ONE_COMMIT_HEADING).split())
+    line = _one_commit_text()
     for metric, unit, digits in (("psnr", " dB", 2), ("ssim", "", 4)):
         values = {m: [r[metric] for r in runs if r["method"] == m] for m in ("splat-plus-lite", "lite-fused")}
         assert len(values["splat-plus-lite"]) == len(values["lite-fused"]) == 5, values
@@ -199,7 +204,7 @@ def test_plush_dog_again_is_the_benchmark():
     psnr = {m: [r["psnr"] for r in runs if r["method"] == m] for m in ("splat-plus-lite", "splatfacto")}
     lite, reference = timed["splat-plus-lite"]["process_wall_s"], timed["splatfacto"]["process_wall_s"]
     warmup = timed["splat-plus-lite"]["train_wall_parts"]["warmup_s"]
-    line = " ".join(_subsection(ONE_COMMIT_HEADING).split())
+    line = _one_commit_text()
     assert f"{lite:.1f} s against {reference:.1f} s ({lite / reference:.3f}x)" in line, line
     assert f"lite's {lite:.1f} s include a {warmup:.1f} s warmup" in line, line
     for shown, method in (("lite", "splat-plus-lite"), ("splatfacto", "splatfacto")):
