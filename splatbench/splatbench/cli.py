@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with several --from-json files: a later file's run whose method and repeat number are "
                         "taken gets the next free number and loses its timing (pooled for quality) instead of "
                         "stopping the merge")  # fmt: skip
+    parser.add_argument("--data-copies", action="store_true",
+                        help="with several --from-json files: their scene arguments may differ in the --data path "
+                        "alone (one dataset copied to another place); the report lists the paths")  # fmt: skip
     parser.add_argument("--readme-relative-to", type=Path, default=Path("."),
                         help="folder the README section's plot link is relative to (the README's)")  # fmt: skip
     return parser
@@ -245,8 +248,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     command = "python scripts/benchmark.py " + shlex.join(argv)  # a merge's too: it regenerates the report
-    if args.renumber_repeats and (args.from_json is None or len(args.from_json) < 2):
-        raise SystemExit("--renumber-repeats applies to a merge: give several results files with --from-json")
+    for flag, given in (("--renumber-repeats", args.renumber_repeats), ("--data-copies", args.data_copies)):
+        if given and (args.from_json is None or len(args.from_json) < 2):
+            raise SystemExit(f"{flag} applies to a merge: give several results files with --from-json")
     if args.from_json is not None:
         sources = [str(path) for path in args.from_json]
         parts = [json.loads(path.read_text(encoding="utf8")) for path in args.from_json]
@@ -260,7 +264,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 [p for _, p in kept if p["runs"]],
             )  # a file left empty is dropped
         try:
-            results = parts[0] if len(parts) == 1 else merge_results(parts, sources, command, args.renumber_repeats)
+            results = (
+                parts[0]
+                if len(parts) == 1
+                else merge_results(parts, sources, command, args.renumber_repeats, args.data_copies)
+            )
         except ValueError as error:
             raise SystemExit(f"--from-json: {error}") from None
         write_outputs(results, args.out, readme_plot_base=args.readme_relative_to)

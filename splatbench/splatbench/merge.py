@@ -8,7 +8,8 @@ pool only where they ran the same experiment and, for each method, the same ns-s
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import shlex
+from typing import Any, Dict, List, Optional, Tuple
 
 from splatbench.document import results_document
 from splatbench.results import discard_timing
@@ -69,11 +70,28 @@ def only_methods(results: Dict[str, Any], methods: List[str]) -> Dict[str, Any]:
     )  # fmt: skip
 
 
+def split_data_path(scene_args: str) -> Tuple[Optional[str], str]:
+    """``--data PATH`` (or ``--data=PATH``) taken out of scene arguments: (PATH or None, the rest)."""
+    tokens, path, rest = shlex.split(scene_args or ""), None, []
+    skip = False
+    for i, token in enumerate(tokens):
+        if skip:
+            skip = False
+        elif token == "--data" and i + 1 < len(tokens):
+            path, skip = tokens[i + 1], True
+        elif token.startswith("--data="):
+            path = token.split("=", 1)[1]
+        else:
+            rest.append(token)
+    return path, shlex.join(rest)
+
+
 def merge_results(
     parts: List[Dict[str, Any]],
     sources: Optional[List[str]] = None,
     command: Optional[str] = None,
     renumber: bool = False,
+    data_copies: bool = False,
 ) -> Dict[str, Any]:
     """One results dict from several benchmark commands' ``results.json`` of the same comparison.
 
@@ -90,6 +108,10 @@ def merge_results(
     validity flags (a concurrent quality run stays discarded). Each ``merged_from`` entry names its
     file's device and the ns-splat-plus source digests its runs recorded.
 
+    ``data_copies``: the parts' ``--data`` paths may differ (one dataset copied to another place on the GPU
+    machine); the rest of the scene arguments must still agree, and the merged settings list every path
+    (``data_paths``), which the report prints. The caller vouches that the copies hold the same files.
+
     Raises:
         ValueError: on fewer than two parts, different experiments, a repeat present twice (without
         ``renumber``), or a method whose runs come from different ns-splat-plus sources.
@@ -98,9 +120,14 @@ def merge_results(
         raise ValueError("merging needs at least two results files")
     same = ("steps", "scene_args", "train_args", "method_args", "skip_steps", "eval_every", "device_type")
     first = parts[0].get("settings", {})
+
+    def compared(settings: Dict[str, Any], key: str) -> Any:
+        value = settings.get(key) or None  # absent = empty
+        return split_data_path(value)[1] if data_copies and key == "scene_args" and value else value
+
     for index, part in enumerate(parts[1:], 2):
         settings = part.get("settings", {})
-        differ = [key for key in same if (settings.get(key) or None) != (first.get(key) or None)]  # absent = empty
+        differ = [key for key in same if compared(settings, key) != compared(first, key)]
         if differ:
             raise ValueError(f"results {index} differs from results 1 in " + ", ".join(differ) + ": not one experiment")
     variants, peers = _merged_labels(parts, "variants"), _merged_labels(parts, "peers")
@@ -143,6 +170,9 @@ def merge_results(
         "concurrent_quality": any(p.get("settings", {}).get("concurrent_quality") for p in parts)
         or any(r.get("timing_valid") is False for r in runs),
     }
+    data_paths = list(dict.fromkeys(split_data_path(p.get("settings", {}).get("scene_args") or "")[0] for p in parts))
+    if data_copies and len(data_paths) > 1:
+        settings["data_paths"] = data_paths
     results = results_document(
         settings, runs, parts[0].get("reference_method"), parts[0].get("environment"),
         created=min(p.get("created") or "" for p in parts) or None,

@@ -391,6 +391,9 @@ def markdown_report(results: Dict[str, Any]) -> str:
         f"- versions: {versions_line(env)}",
         f"- scene arguments: `{settings.get('scene_args')}`",
     ]
+    if settings.get("data_paths"):  # a merge with --data-copies
+        paths = ", ".join(f"`{p}`" for p in settings["data_paths"])
+        out.append(f"- scene data: one dataset, copied to {paths} by the merged commands (--data-copies)")
     out += _provenance_lines(results)
     if has_repeats(results):
         out += ["", summary_table(results)]

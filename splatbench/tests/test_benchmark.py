@@ -1385,6 +1385,41 @@ def test_later_repeats_from_another_command_merge_into_one_report(tmp_path):
         cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--out", str(tmp_path / "x")])
 
 
+def test_a_merge_of_one_dataset_at_two_paths_needs_data_copies_and_names_both(tmp_path):
+    """Repeats made with the scene copied elsewhere on the GPU machine (``--data /tmp/dog``) pool with
+    ``--data .dog`` only under --data-copies, and only where the rest of the scene arguments agree; the
+    report lists both paths."""
+    timed = {**fake_results(), "runs": [_run("splatfacto", 1, repeat=1, psnr=26.8)]}
+    timed["settings"] = {**timed["settings"], "scene_args": "--data .dog colmap --downscale-factor 2"}
+    moved = {**fake_results(), "runs": [_run("splatfacto", 1, repeat=2, psnr=27.0, timing_valid=False)]}
+    moved["settings"] = {**moved["settings"], "scene_args": "--data=/tmp/dog colmap --downscale-factor 2"}
+    with pytest.raises(ValueError, match="scene_args"):
+        merge.merge_results([timed, moved])
+    merged = merge.merge_results([timed, moved], data_copies=True)
+    assert merged["settings"]["data_paths"] == [".dog", "/tmp/dog"]
+    assert [r["repeat"] for r in merged["runs"]] == [1, 2]
+    assert "copied to `.dog`, `/tmp/dog`" in report.markdown_report(merged)
+    other_scale = {
+        **moved,
+        "settings": {**moved["settings"], "scene_args": "--data /tmp/dog colmap --downscale-factor 4"},
+    }
+    with pytest.raises(ValueError, match="scene_args"):
+        merge.merge_results([timed, other_scale], data_copies=True)
+    assert (
+        "data_paths"
+        not in merge.merge_results([timed, {**moved, "settings": timed["settings"]}], data_copies=True)["settings"]
+    )
+    (tmp_path / "a.json").write_text(json.dumps(timed))
+    (tmp_path / "b.json").write_text(json.dumps(moved))
+    with pytest.raises(SystemExit, match="scene_args"):
+        cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(tmp_path / "x")])
+    assert cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--data-copies",
+                     "--out", str(tmp_path / "m")]) == 0  # fmt: skip
+    assert "/tmp/dog" in (tmp_path / "m" / "results.md").read_text()
+    with pytest.raises(SystemExit, match="applies to a merge"):
+        cli.main(["--from-json", str(tmp_path / "a.json"), "--data-copies", "--out", str(tmp_path / "y")])
+
+
 def test_source_digest_changes_with_the_code_and_only_with_it(tmp_path):
     """The digest a run records of the ns-splat-plus sources: equal for equal sources (caches, data and
     build outputs aside), different when one byte or one file name of a source differs."""

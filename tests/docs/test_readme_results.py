@@ -211,3 +211,11 @@ def test_plush_dog_again_is_the_benchmark():
         values = psnr[method]
         expected = f"{shown} {statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} over {len(values)} runs"
         assert expected in line, (expected, line)
+    summary = {s["method"]: s for s in json.loads(AGAIN.read_text())["summary"]}
+    welch = summary["splat-plus-lite"]["vs_reference"]["psnr"]["welch"]
+    assert (welch["n_a"], welch["n_b"], welch["confidence"]) == (
+        len(psnr["splat-plus-lite"]),
+        len(psnr["splatfacto"]),
+        0.9,
+    )
+    assert f"lite − splatfacto {welch['diff']:+.2f} ± {welch['half_width']:.2f} dB." in line, line
