@@ -131,6 +131,9 @@ class SplatPlusModelConfig(StrategyModelOptions, SplatfactoModelConfig):
 
 class SplatPlusModel(SplatfactoModel):
     config: SplatPlusModelConfig
+    isect_capacity: Optional[int] = None
+    """Training renders list their tile intersections in this many slots, with no host read, while the
+    trainer records a CUDA graph (training/graphed_step.py); None: as gsplat does."""
 
     def populate_modules(self):
         upstream.check_versions()  # ns-eval / ns-viewer / ns-export reach here without ns-train's launch
@@ -287,6 +290,7 @@ class SplatPlusModel(SplatfactoModel):
             rows=None if self.training else strip_rows(H, W, self.eval_pixel_budget()),
             camtoworlds=camtoworlds,
             tight_tiles=self.config.tight_tiles,
+            isect_capacity=self.isect_capacity if self.training else None,
         )
         if self.training:
             self.strategy.step_pre_backward(

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from ns_splat_plus import upstream
+from ns_splat_plus.raster.fixed_capacity_isect import isect_tiles_fixed
 from ns_splat_plus.raster.tile_bounds import tile_radii as tight_tile_radii
 
 Backend = Literal["auto", "gsplat", "reference"]
@@ -50,6 +51,7 @@ def rasterize(
     rows: Optional[Sequence[Tuple[int, int]]] = None,
     camtoworlds: Optional[Tensor] = None,
     tight_tiles: bool = True,
+    isect_capacity: Optional[int] = None,
 ) -> Tuple[Tensor, Tensor, Dict]:
     """Render Gaussians to ``C`` images; see gsplat.rasterization for the argument conventions.
 
@@ -70,6 +72,12 @@ def rasterize(
     ``tight_tiles``: sort each Gaussian into the tiles where its opacity can reach alpha 1/255
     (:func:`~ns_splat_plus.raster.tile_bounds.tile_radii`) instead of its whole 3-sigma square: the
     same images, fewer tile entries; ``info["radii"]`` stays gsplat's either way.
+
+    ``isect_capacity``: list the (Gaussian, tile) intersections in this many slots, without reading their
+    count on the host (:mod:`~ns_splat_plus.raster.fixed_capacity_isect`), so that the render can be
+    recorded in a CUDA graph: the same pixels while the count fits. ``info["isect_overflow"]`` ([] bool,
+    on the device) says whether entries were dropped, ``info["isect_count"]`` ([] int64) how many there
+    were. gsplat only, whole images; the reference backend lists no tiles and ignores it.
 
     ``rows``: render the image as horizontal strips [top, bottom) (tile-aligned tops), one after the
     other, with the projection of the whole image: the same pixels with a fraction of the
@@ -98,9 +106,11 @@ def rasterize(
             tight_tiles,
         )
         if rows is not None:
+            if isect_capacity is not None:
+                raise ValueError("isect_capacity renders whole images: it does not combine with rows")
             with torch.no_grad():
                 return _gsplat_strips(_gsplat_project(*stages), width, height, render_mode, rows)
-        return _gsplat_render(_gsplat_project(*stages), width, height, render_mode, absgrad)
+        return _gsplat_render(_gsplat_project(*stages), width, height, render_mode, absgrad, isect_capacity)
     if backend == "reference":
         from ns_splat_plus.raster.reference import reference_rasterization
 
@@ -194,26 +204,36 @@ def _expected_depth(render_colors: Tensor, render_alphas: Tensor) -> Tensor:
 
 
 def _gsplat_render(
-    projected: Dict, width: int, height: int, render_mode: str, absgrad: bool
+    projected: Dict, width: int, height: int, render_mode: str, absgrad: bool, isect_capacity: Optional[int] = None
 ) -> Tuple[Tensor, Tensor, Dict]:
     """gsplat 1.4.0 ``rasterization``'s tiles and pixels of the whole image: ``(render, alpha, meta)``
-    with its ``meta`` keys (``means2d`` keeps its gradient for the densification strategies)."""
+    with its ``meta`` keys (``means2d`` keeps its gradient for the densification strategies); with
+    ``isect_capacity``, the intersections in that many slots (see :func:`rasterize`)."""
     kernels = upstream.gsplat_kernels()
     meta = dict(projected)
     colors = meta.pop("colors")
     C = meta["n_cameras"]
     tile_width, tile_height = math.ceil(width / float(TILE_SIZE)), math.ceil(height / float(TILE_SIZE))
-    tiles_per_gauss, isect_ids, flatten_ids = kernels.isect_tiles(
-        meta["means2d"], meta["tile_radii"], meta["depths"], TILE_SIZE, tile_width, tile_height, packed=False, n_cameras=C,
-        camera_ids=None, gaussian_ids=None,
-    )  # fmt: skip
-    isect_offsets = kernels.isect_offset_encode(isect_ids, C, tile_width, tile_height)
+    masks = None
+    if isect_capacity is None:
+        tiles_per_gauss, isect_ids, flatten_ids = kernels.isect_tiles(
+            meta["means2d"], meta["tile_radii"], meta["depths"], TILE_SIZE, tile_width, tile_height, packed=False,
+            n_cameras=C, camera_ids=None, gaussian_ids=None,
+        )  # fmt: skip
+        isect_offsets = kernels.isect_offset_encode(isect_ids, C, tile_width, tile_height)
+    else:  # one more (masked) row of tiles spans the unused slots
+        fixed = isect_tiles_fixed(
+            meta["means2d"], meta["tile_radii"], meta["depths"], TILE_SIZE, tile_width, tile_height, isect_capacity
+        )
+        tiles_per_gauss, isect_ids, flatten_ids = fixed.tiles_per_gauss, fixed.isect_ids, fixed.flatten_ids
+        isect_offsets, masks = fixed.isect_offsets, fixed.masks
+        meta.update({"isect_overflow": fixed.overflow, "isect_count": fixed.n_isects})
     meta.update({"tile_width": tile_width, "tile_height": tile_height, "tiles_per_gauss": tiles_per_gauss,
                  "isect_ids": isect_ids, "flatten_ids": flatten_ids, "isect_offsets": isect_offsets, "width": width,
                  "height": height, "tile_size": TILE_SIZE, "n_cameras": C})  # fmt: skip
     render_colors, render_alphas = kernels.rasterize_to_pixels(
         meta["means2d"], meta["conics"], colors, meta["opacities"], width, height, TILE_SIZE, isect_offsets,
-        flatten_ids, backgrounds=None, packed=False, absgrad=absgrad,
+        flatten_ids, backgrounds=None, masks=masks, packed=False, absgrad=absgrad,
     )  # fmt: skip
     if render_mode == "RGB+ED":
         render_colors = _expected_depth(render_colors, render_alphas)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
+from ns_splat_plus.errors import TrainingHealthError
 from ns_splat_plus.parallel.config import data_parallel_of
 from ns_splat_plus.upstream import TrainerLike
 
@@ -67,21 +68,24 @@ def _forward_and_backward(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor
 def _forward_loss(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
     """This step's camera, render and loss, under the trainer's autocast: ``(loss, loss_dict, metrics_dict)``.
     A loss that reaches no parameter stops here with a message naming the step (see :func:`optimize`)."""
-    from ns_splat_plus.errors import TrainingHealthError
-
     device_type = trainer.device.split(":")[0]
     device_type = "cpu" if device_type == "mps" else device_type
     with torch.autocast(device_type=device_type, enabled=trainer.mixed_precision):
         _, loss_dict, metrics_dict = trainer.pipeline.get_train_loss_dict(step=step)
         loss = functools.reduce(torch.add, loss_dict.values())
     if not loss.requires_grad:
-        raise TrainingHealthError(
-            f"Training stopped at step {step}: the loss depends on no parameter, so no Gaussian was in view of "
-            "this step's camera. Likely causes:\n  - the Gaussians diverged (NaN/Inf or far away): a learning rate "
-            "far too high (--optimizers.<group>.optimizer.lr)\n  - a NaN or degenerate camera pose in the dataset"
-            "\n  - the scene scale or near plane puts every Gaussian outside the view"
-        )
+        raise loss_reaches_no_parameter(step)
     return loss, loss_dict, metrics_dict
+
+
+def loss_reaches_no_parameter(step: int) -> TrainingHealthError:
+    """The error of a step whose loss depends on no parameter (no Gaussian in view of its camera)."""
+    return TrainingHealthError(
+        f"Training stopped at step {step}: the loss depends on no parameter, so no Gaussian was in view of "
+        "this step's camera. Likely causes:\n  - the Gaussians diverged (NaN/Inf or far away): a learning rate "
+        "far too high (--optimizers.<group>.optimizer.lr)\n  - a NaN or degenerate camera pose in the dataset"
+        "\n  - the scene scale or near plane puts every Gaussian outside the view"
+    )
 
 
 def _training_step(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:

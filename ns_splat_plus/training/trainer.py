@@ -40,6 +40,7 @@ from ns_splat_plus.training import (
     uncaught,
     warmup,
 )
+from ns_splat_plus.training.graphed_step import GraphedForwardBackward, graphed_step_for
 from ns_splat_plus.training.heap_at_exit import freeze_heap_at_exit
 from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.loop import train_loop
@@ -71,6 +72,11 @@ class SplatPlusTrainerConfig(TrainerConfig):
     with one multi-tensor update instead of one optimizer step per group: fewer kernel launches, the
     same numbers as torch's foreach Adam; each group keeps its learning rate, scheduler and state.
     None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
+    cuda_graph: bool = False
+    """Replay each training step's forward and backward from a CUDA graph (docs/speed-and-memory.md): far
+    less host work per step, for runs whose step the host sets (splat-plus-lite). One process, one camera
+    per step, no camera optimizer, bilateral grid, masks or mixed precision; elsewhere the step runs
+    eagerly and start-up says why. Not yet measured on a GPU: off by default."""
     print_config: bool = False
     """Print the whole configuration at start-up (it is always saved as config.yml in the run directory)."""
 
@@ -204,6 +210,7 @@ class SplatPlusTrainer(Trainer):
     # attach_to_trainer, and warmup once it ran (unset before)
     quit_on_train_completion: bool
     warmup_result: Optional[warmup.WarmupResult]
+    graphed_step: Optional[GraphedForwardBackward] = None  # --cuda-graph, from the loop's start (train())
 
     def __init__(self, config: SplatPlusTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
         # torchrun / srun: nerfstudio's launch passes (0, 1); the real rank, world size and GPU come
@@ -321,6 +328,8 @@ class SplatPlusTrainer(Trainer):
         )
 
     def train_iteration(self, step: int):
+        if self.graphed_step is not None:
+            return self.graphed_step(step)
         return optimize(self, step)
 
     @check_eval_enabled  # as nerfstudio's: the same condition on every rank (the logger config)
@@ -354,6 +363,7 @@ class SplatPlusTrainer(Trainer):
                         f"{err.message}, found by warmup before the first training step (nothing to save)",
                         "restore the photo, or remove it from the dataset",
                     ) from None
+        self.graphed_step = graphed_step_for(self)  # after the warmup, which steps eagerly and undoes its steps
         self._loop_started = (time.perf_counter(), upstream.start_step(self))  # the summary's wall time and steps
         train_loop(self)
         self.optimizers.resolve_pending()  # the last steps' finiteness checks (read in batches on the GPU)

@@ -1,0 +1,232 @@
+"""The training step's forward and backward replayed from a CUDA graph (``--cuda-graph True``):
+:func:`graphed_step_for`, which the trainer calls once before its loop, and the :class:`GraphedForwardBackward`
+it returns.
+
+splat-plus-lite's step is set by the host: about a hundred kernel launches and their Python, against
+1.2-2.8 ms of GPU work on plush-dog (``benchmarks/2026-11-29-h200-host-work/``). A CUDA graph launches
+the recorded forward (projection, spherical harmonics, tiles, pixels, the loss) and backward at once.
+Recording needs a step with no host read and fixed shapes, so the tiles are listed in buffers of a
+fixed capacity (:mod:`ns_splat_plus.raster.fixed_capacity_isect`) instead of gsplat's, which reads
+their count on the host. Per step:
+
+1. the datamanager's camera and photo, as in the eager step;
+2. their view matrix, camera centre, ``K`` and photo copied into the graph's inputs; the replay;
+3. the overflow flag read: the one host read, before anything is updated. A step whose tiles did
+   not fit is recorded again with room for 1.5x its count and replayed;
+4. the PSNR on logging steps, the optimizer update, the schedulers, all eager, as in
+   :func:`~ns_splat_plus.training.step.optimize`.
+
+The graph is recorded again when what it baked in changes: the Parameters (a refine replaces them),
+their gradients (an eager step resets them), the image size or the downscale, the SH degree, the
+photo's shape or type, the capacity. Where the graph cannot reproduce the eager step, the trainer
+says why once and steps eagerly (:func:`unavailable_reason`). The background's random colour is
+drawn inside the graph, from the same generator, as other numbers than the eager step's.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from ns_splat_plus import upstream
+from ns_splat_plus.model import cameras as model_cameras
+from ns_splat_plus.parallel import collectives
+from ns_splat_plus.parallel.schedule import cameras_per_step_of
+from ns_splat_plus.training.step import loss_reaches_no_parameter
+from ns_splat_plus.upstream import TrainerLike
+
+CAPACITY_MARGIN = 1.5
+"""Room for this many times the largest tile count seen: cameras of one scene differ in their counts."""
+CAPACITY_SLACK = 4096
+"""And this many slots more, so that a small scene's first captures do not overflow one by one."""
+
+
+def unavailable_reason(trainer: TrainerLike) -> Optional[str]:
+    """Why this run's step cannot be replayed from a graph, or None."""
+    config = trainer.config
+    model = trainer.pipeline.model
+    model_config = model.config
+    reasons = [
+        (not str(trainer.device).startswith("cuda"), "it needs a CUDA GPU"),
+        (collectives.get_world_size() > 1, "one process only (the gradient all-reduce starts inside the backward)"),
+        (cameras_per_step_of(config.pipeline.datamanager, trainer.world_size) > 1, "one camera per step only"),
+        (getattr(model_config, "rasterizer", "auto") == "reference", "it records gsplat's kernels, not the reference"),
+        (model_config.camera_optimizer.mode != "off", "the camera optimizer changes the view on the host"),
+        (getattr(model_config, "use_bilateral_grid", False), "the bilateral grid indexes by camera on the host"),
+        (getattr(model_config, "use_scale_regularization", False), "the scale regulariser runs every 10th step"),
+        (_has_masks(trainer), "the dataset's masks take another loss"),
+        (trainer.mixed_precision, "no mixed precision"),
+        (any(steps != 1 for steps in trainer.gradient_accumulation_steps.values()), "no gradient accumulation"),
+        (config.log_gradients, "--log-gradients reads every gradient's norm"),
+    ]
+    return next((why for bad, why in reasons if bad), None)
+
+
+def _has_masks(trainer: TrainerLike) -> bool:
+    dataset = trainer.pipeline.datamanager.train_dataset
+    return dataset is not None and upstream.dataparser_outputs(dataset).mask_filenames is not None
+
+
+def graphed_step_for(trainer: TrainerLike) -> Optional["GraphedForwardBackward"]:
+    """The trainer's graphed step where ``--cuda-graph`` asks for it and it applies; else None (and one
+    console line saying why not)."""
+    if not getattr(trainer.config, "cuda_graph", False):
+        return None
+    reason = unavailable_reason(trainer)
+    if reason is not None:
+        if collectives.is_main_process():
+            CONSOLE.print(f"--cuda-graph: the step runs eagerly: {reason}")
+        return None
+    return GraphedForwardBackward(trainer)
+
+
+class GraphedForwardBackward:
+    """One training step with its forward and backward replayed from a CUDA graph (see the module).
+
+    Call it as the trainer's ``train_iteration``: ``(loss, loss_dict, metrics_dict)`` of ``step``.
+    ``captures`` and ``overflows`` count the recordings and the steps whose tiles did not fit.
+    """
+
+    def __init__(self, trainer: TrainerLike) -> None:
+        self.trainer = trainer
+        self.capacity = 0
+        self.largest_count = 0
+        self.captures = 0
+        self.overflows = 0
+        self.graph: Optional[torch.cuda.CUDAGraph] = None
+        self._key: Optional[Tuple[Any, ...]] = None
+        self._params: List[torch.nn.Parameter] = []
+        self._grads: List[Optional[torch.Tensor]] = []
+        self._inputs: Dict[str, torch.Tensor] = {}
+        self._camera: Any = None
+        self._batch: Dict[str, Any] = {}
+        self._outputs: Any = None
+        self._loss: Optional[torch.Tensor] = None
+        self._loss_dict: Dict[str, torch.Tensor] = {}
+        self._info: Dict[str, Any] = {}
+
+    # --- the step --------------------------------------------------------------------------------
+
+    def __call__(self, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
+        trainer = self.trainer
+        model = trainer.pipeline.model
+        camera, batch = trainer.pipeline.datamanager.next_train(step)
+        viewmat, camtoworlds, K, _, _ = self._camera_inputs(camera)
+        if not self._valid(step, camera, batch):
+            self._capture(step, camera, batch)
+        for _ in range(4):  # a recording with more room fits: at most a few per run
+            self._inputs["viewmat"].copy_(viewmat)
+            self._inputs["camtoworlds"].copy_(camtoworlds)
+            self._inputs["K"].copy_(K)
+            self._inputs["image"].copy_(batch["image"])
+            assert self.graph is not None
+            self.graph.replay()
+            if not bool(self._info["isect_overflow"]):  # the one host read, before anything is updated
+                break
+            self.overflows += 1
+            self.largest_count = max(self.largest_count, int(self._info["isect_count"]))
+            self._capture(step, camera, batch)
+        else:
+            raise RuntimeError(f"step {step}: the tile intersections did not fit in {self.capacity} slots four times")
+        model.info = self._info  # an evaluation or viewer render between steps replaced it
+        metrics_dict = model.get_metrics_dict(self._outputs, self._batch)
+        assert self._loss is not None
+        trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, list(trainer.optimizers.parameters))
+        scale = trainer.grad_scaler.get_scale()
+        trainer.grad_scaler.update()
+        if scale <= trainer.grad_scaler.get_scale():
+            trainer.optimizers.scheduler_step_all(step)
+        return self._loss, dict(self._loss_dict), metrics_dict
+
+    # --- recording -------------------------------------------------------------------------------
+
+    def _camera_inputs(self, camera) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, int]:
+        """The camera's view matrix, camera-to-world, K and render size at this step's downscale (from its
+        render cache: the same tensors the eager step renders from)."""
+        model = self.trainer.pipeline.model
+        viewmat, camtoworlds = model_cameras.view_matrices(camera)
+        K, width, height = model_cameras.camera_intrinsics(camera, 1.0 / upstream.downscale_factor(model))
+        return viewmat, camtoworlds, K, width, height
+
+    def _baked_in(self, step: int, camera, batch) -> Tuple[Any, ...]:
+        """What the recording depends on, besides the Parameters and their gradients."""
+        model = self.trainer.pipeline.model
+        _, _, _, width, height = self._camera_inputs(camera)
+        sh_degree = min(step // model.config.sh_degree_interval, model.config.sh_degree)
+        image = batch["image"]
+        return (width, height, upstream.downscale_factor(model), sh_degree, tuple(image.shape), image.dtype,
+                self.capacity, model.training)  # fmt: skip
+
+    def _valid(self, step: int, camera, batch) -> bool:
+        model = self.trainer.pipeline.model
+        params = [p for p in model.parameters() if p.requires_grad]
+        return (
+            self.graph is not None
+            and self._key == self._baked_in(step, camera, batch)
+            and len(params) == len(self._params)
+            and all(p is q and p.grad is g for p, q, g in zip(params, self._params, self._grads))
+        )
+
+    def _forward_backward(self, step: int) -> None:
+        model = self.trainer.pipeline.model
+        self._outputs = model(self._camera)
+        self._loss_dict = model.get_loss_dict(self._outputs, self._batch, {})
+        self._loss = functools.reduce(torch.add, self._loss_dict.values())
+        if not self._loss.requires_grad:  # the recording camera sees no Gaussian: as the eager step says
+            raise loss_reaches_no_parameter(step)
+        self._loss.backward()
+        self._info = model.info
+
+    def _run_unrecorded(self, params: List[torch.nn.Parameter], step: int) -> None:
+        """The forward and backward once, on a side stream (lazy initialisations happen outside the
+        recording, as torch's CUDA-graph recipe asks); the gradients are dropped after."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for p in params:
+                p.grad = None
+            self._forward_backward(step)
+        torch.cuda.current_stream().wait_stream(side)
+        for p in params:
+            p.grad = None
+
+    def _capture(self, step: int, camera, batch) -> None:
+        model = self.trainer.pipeline.model
+        viewmat, camtoworlds, K, width, height = self._camera_inputs(camera)
+        self.graph = self._outputs = self._loss = None  # the previous recording's memory goes first
+        self._inputs = {"viewmat": viewmat.clone(), "camtoworlds": camtoworlds.clone(), "K": K.clone(),
+                        "image": batch["image"].clone()}  # fmt: skip
+        # a camera whose render cache holds the graph's inputs: the model renders from them
+        static = camera[0:1]
+        static.metadata = dict(camera.metadata or {})
+        static.metadata[model_cameras.RENDER_CACHE] = {
+            "viewmat": self._inputs["viewmat"],
+            "camtoworlds": self._inputs["camtoworlds"],
+            ("intrinsics", 1.0 / upstream.downscale_factor(model)): (self._inputs["K"], width, height),
+        }
+        self._camera = static
+        self._batch = dict(batch, image=self._inputs["image"])
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.capacity = max(self.capacity, int(self.largest_count * CAPACITY_MARGIN) + CAPACITY_SLACK, 1)
+        model.isect_capacity = self.capacity
+        try:
+            self._run_unrecorded(params, step)
+            count = int(self._info["isect_count"])  # this camera's count, read once per recording
+            if count > self.capacity:
+                self.largest_count = max(self.largest_count, count)
+                self.capacity = max(int(count * CAPACITY_MARGIN) + CAPACITY_SLACK, 1)
+                model.isect_capacity = self.capacity
+                self._run_unrecorded(params, step)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self._forward_backward(step)
+        finally:
+            model.isect_capacity = None  # eager renders (evaluation, the viewer, warmup) list tiles as gsplat does
+        self.graph = graph
+        self._params = params
+        self._grads = [p.grad for p in params]
+        self._key = self._baked_in(step, camera, batch)
+        self.captures += 1

@@ -1,0 +1,118 @@
+"""--cuda-graph (ns_splat_plus.training.graphed_step): where the recorded step applies, and that the trainer
+takes it from the loop's start. The recording and replay themselves need CUDA:
+tests/training/test_graphed_step_gpu.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
+
+from ns_splat_plus.training import graphed_step
+from ns_splat_plus.training import trainer as trainer_module
+from ns_splat_plus.training.step import optimize
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    return small_scene(tmp_path_factory.mktemp("graphed_scene"))
+
+
+def _fake_trainer(**changes):
+    """A trainer as unavailable_reason reads it: every condition met (a CUDA run of lite), then ``changes``."""
+    values = dict(device="cuda:0", world_size=1, cameras_per_step=1, rasterizer="auto", camera_optimizer="off",
+                  bilateral=False, scale_reg=False, masks=None, mixed_precision=False, accumulation=1,
+                  log_gradients=False)  # fmt: skip
+    values.update(changes)
+    model_config = SimpleNamespace(
+        rasterizer=values["rasterizer"],
+        camera_optimizer=SimpleNamespace(mode=values["camera_optimizer"]),
+        use_bilateral_grid=values["bilateral"],
+        use_scale_regularization=values["scale_reg"],
+    )
+    dataset = SimpleNamespace(_dataparser_outputs=SimpleNamespace(mask_filenames=values["masks"]))
+    return SimpleNamespace(
+        device=values["device"],
+        world_size=values["world_size"],
+        mixed_precision=values["mixed_precision"],
+        gradient_accumulation_steps={"means": values["accumulation"], "scales": 1},
+        config=SimpleNamespace(
+            log_gradients=values["log_gradients"],
+            pipeline=SimpleNamespace(datamanager=SimpleNamespace(cameras_per_step=values["cameras_per_step"])),
+        ),
+        pipeline=SimpleNamespace(
+            model=SimpleNamespace(config=model_config), datamanager=SimpleNamespace(train_dataset=dataset)
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"device": "cpu"}, "CUDA"),
+        ({"cameras_per_step": 2}, "one camera per step"),
+        ({"cameras_per_step": "auto", "world_size": 1}, "one camera per step"),  # auto: 4 on one GPU
+        ({"rasterizer": "reference"}, "reference"),
+        ({"camera_optimizer": "SO3xR3"}, "camera optimizer"),
+        ({"bilateral": True}, "bilateral grid"),
+        ({"scale_reg": True}, "scale regulariser"),
+        ({"masks": ["mask.png"]}, "masks"),
+        ({"mixed_precision": True}, "mixed precision"),
+        ({"accumulation": 2}, "gradient accumulation"),
+        ({"log_gradients": True}, "--log-gradients"),
+    ],
+)
+def test_each_condition_the_graph_cannot_reproduce_is_named(change, reason):
+    assert graphed_step.unavailable_reason(_fake_trainer()) is None
+    why = graphed_step.unavailable_reason(_fake_trainer(**change))
+    assert why is not None and reason in why, why
+
+
+def test_several_ranks_step_eagerly(monkeypatch):
+    monkeypatch.setattr(graphed_step.collectives, "get_world_size", lambda: 2)
+    assert "one process" in graphed_step.unavailable_reason(_fake_trainer())
+
+
+def test_cuda_graph_on_the_cpu_says_why_and_trains_eagerly(scene, tmp_path, capsys):
+    config = trainer_config(scene, tmp_path / "run", steps=4)
+    config.cuda_graph = True
+    trainer = build_trainer(config)
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    assert trainer.graphed_step is None
+    assert "--cuda-graph: the step runs eagerly: it needs a CUDA GPU" in capsys.readouterr().out
+
+
+def test_off_by_default_no_line(scene, tmp_path, capsys):
+    trainer = build_trainer(trainer_config(scene, tmp_path / "run", steps=2))
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    assert trainer.config.cuda_graph is False and trainer.graphed_step is None
+    assert "--cuda-graph" not in capsys.readouterr().out
+
+
+def test_the_loop_takes_every_step_from_the_graphed_step_after_the_warmup(scene, tmp_path, monkeypatch):
+    """What graphed_step_for returns steps the loop: every training step after the warmup, none before."""
+    stepped = []
+
+    def recording(trainer):
+        def step(number):
+            stepped.append(number)
+            return optimize(trainer, number)
+
+        return step
+
+    monkeypatch.setattr(trainer_module, "graphed_step_for", recording)
+    config = trainer_config(scene, tmp_path / "run", steps=6)
+    config.warmup_steps = 2
+    trainer = build_trainer(config)
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    assert stepped == list(range(6))

@@ -1,0 +1,96 @@
+"""--cuda-graph on CUDA (ns_splat_plus.training.graphed_step): a replayed step computes the eager step's loss and
+gradients; training through refines records again and densifies from the replayed gradients; a step whose tiles do
+not fit is recorded again with room. The background is black: a random one draws other numbers in a graph."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
+
+from ns_splat_plus import strategy
+from ns_splat_plus.training import graphed_step
+from ns_splat_plus.training.step import run_training_step
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    return small_scene(tmp_path_factory.mktemp("graphed_gpu_scene"))
+
+
+def _cuda_config(scene, out, steps, cuda_graph):
+    config = trainer_config(scene, out, steps=steps)
+    config.machine.device_type = "cuda"
+    config.cuda_graph = cuda_graph
+    config.warmup_steps = 0
+    config.pipeline.model.background_color = "black"
+    return config
+
+
+def test_a_replayed_step_gives_the_eager_step_s_loss_and_gradients(scene, tmp_path):
+    trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False))
+    try:
+        for step in range(15):  # past a refine: Gaussians added and removed
+            run_training_step(trainer, step)
+        model = trainer.pipeline.model
+        step = 15
+        trainer.pipeline.train()
+        model.step = step
+        camera, batch = trainer.pipeline.datamanager.next_train(step)
+        params = [p for p in model.parameters() if p.requires_grad]
+        for p in params:
+            p.grad = None
+        outputs = model(camera)
+        eager_loss = sum(model.get_loss_dict(outputs, batch, {}).values())
+        eager_loss.backward()
+        eager = [p.grad.detach().clone() for p in params]
+        eager_grad2d = model.info["means2d"].grad.detach().clone()
+
+        graphed = graphed_step.GraphedForwardBackward(trainer)
+        graphed._capture(step, camera, batch)
+        graphed.graph.replay()
+        torch.cuda.synchronize()
+        assert not bool(graphed._info["isect_overflow"])
+        assert float(graphed._loss) == pytest.approx(float(eager_loss), rel=1e-6)
+        for p, g in zip(params, eager):  # gsplat's backward adds with atomics: equal up to the order of the sums
+            assert p.grad is not None and p.grad is not g
+            assert float((p.grad - g).abs().max()) <= 1e-4 * float(g.abs().max()) + 1e-12
+        replayed_grad2d = graphed._info["means2d"].grad
+        assert float((replayed_grad2d - eager_grad2d).abs().max()) <= 1e-4 * float(eager_grad2d.abs().max()) + 1e-12
+    finally:
+        close_writers()
+
+
+def test_graphed_training_records_again_at_refines_and_densifies_from_replayed_gradients(scene, tmp_path):
+    trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=45, cuda_graph=True))
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    graphed = trainer.graphed_step
+    assert isinstance(graphed, graphed_step.GraphedForwardBackward)
+    records = [json.loads(line) for line in (trainer.base_dir / strategy.JSONL_NAME).read_text().splitlines()]
+    refines = [r for r in records if r.get("event") == "refine"]
+    assert refines, "no refine in 45 steps"
+    assert graphed.captures >= len(refines) + 1  # each refine replaces the Parameters: recorded again
+    grown = sum(r.get("duplicated", 0) + r.get("split", 0) for r in refines)
+    assert grown > 0, "densification saw no gradient: the replayed step's 2D gradients did not reach it"
+    assert all(torch.isfinite(p).all() for p in trainer.pipeline.model.parameters())
+
+
+def test_a_step_whose_tiles_do_not_fit_is_recorded_again_with_room(scene, tmp_path, monkeypatch):
+    monkeypatch.setattr(graphed_step, "CAPACITY_MARGIN", 1.0)  # room for the recording camera's count only
+    monkeypatch.setattr(graphed_step, "CAPACITY_SLACK", 0)
+    trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=9, cuda_graph=True))
+    try:
+        trainer.train()  # refine_every 10: one recording's Parameters through all 9 steps, 14 cameras
+    finally:
+        close_writers()
+    graphed = trainer.graphed_step
+    assert graphed.overflows > 0, "every camera had at most the first camera's tile count: no overflow to test"
+    assert graphed.captures == 1 + graphed.overflows
+    assert graphed.capacity >= graphed.largest_count > 0
