@@ -221,7 +221,8 @@ class GraphedForwardBackward:
                 model.isect_capacity = self.capacity
                 self._run_unrecorded(params, step)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            # thread_local: the viewer's thread may copy a finished render while this one records
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 self._forward_backward(step)
         finally:
             model.isect_capacity = None  # eager renders (evaluation, the viewer, warmup) list tiles as gsplat does
