@@ -108,6 +108,13 @@ class GraphedForwardBackward:
         self._loss_dict: Dict[str, torch.Tensor] = {}
         self._info: Dict[str, Any] = {}
 
+    def summary(self) -> str:
+        """One line for the end of training: how often the step was recorded, and why."""
+        return (
+            f"--cuda-graph: {self.captures} recordings of the step (refines, SH degrees, sizes), "
+            f"{self.overflows} steps recorded again for tiles that did not fit; {self.capacity:,} tile slots at the end"
+        )
+
     # --- the step --------------------------------------------------------------------------------
 
     def __call__(self, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:

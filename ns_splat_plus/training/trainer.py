@@ -367,6 +367,8 @@ class SplatPlusTrainer(Trainer):
         self._loop_started = (time.perf_counter(), upstream.start_step(self))  # the summary's wall time and steps
         train_loop(self)
         self.optimizers.resolve_pending()  # the last steps' finiteness checks (read in batches on the GPU)
+        if self.graphed_step is not None and collectives.is_main_process():
+            CONSOLE.print(self.graphed_step.summary())
 
     # --- checkpoints and resume (checkpoint.py) -----------------------------------------------
 

@@ -96,16 +96,24 @@ def test_off_by_default_no_line(scene, tmp_path, capsys):
     assert "--cuda-graph" not in capsys.readouterr().out
 
 
-def test_the_loop_takes_every_step_from_the_graphed_step_after_the_warmup(scene, tmp_path, monkeypatch):
-    """What graphed_step_for returns steps the loop: every training step after the warmup, none before."""
+def test_the_loop_takes_every_step_from_the_graphed_step_after_the_warmup(scene, tmp_path, monkeypatch, capsys):
+    """What graphed_step_for returns steps the loop: every training step after the warmup, none before; its
+    summary is printed when training ends."""
     stepped = []
 
-    def recording(trainer):
-        def step(number):
-            stepped.append(number)
-            return optimize(trainer, number)
+    class Recording:
+        def __init__(self, trainer):
+            self.trainer = trainer
 
-        return step
+        def __call__(self, number):
+            stepped.append(number)
+            return optimize(self.trainer, number)
+
+        def summary(self):
+            return f"--cuda-graph: stepped {len(stepped)} times"
+
+    def recording(trainer):
+        return Recording(trainer)
 
     monkeypatch.setattr(trainer_module, "graphed_step_for", recording)
     config = trainer_config(scene, tmp_path / "run", steps=6)
@@ -116,3 +124,13 @@ def test_the_loop_takes_every_step_from_the_graphed_step_after_the_warmup(scene,
     finally:
         close_writers()
     assert stepped == list(range(6))
+    assert "--cuda-graph: stepped 6 times" in capsys.readouterr().out
+
+
+def test_the_summary_names_recordings_overflows_and_capacity():
+    graphed = graphed_step.GraphedForwardBackward(SimpleNamespace())
+    graphed.captures, graphed.overflows, graphed.capacity = 48, 2, 123456
+    assert graphed.summary() == (
+        "--cuda-graph: 48 recordings of the step (refines, SH degrees, sizes), 2 steps recorded again for tiles "
+        "that did not fit; 123,456 tile slots at the end"
+    )
