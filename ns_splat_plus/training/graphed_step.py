@@ -25,7 +25,6 @@ drawn inside the graph, from the same generator, as other numbers than the eager
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -35,7 +34,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.model import cameras as model_cameras
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
-from ns_splat_plus.training.step import loss_reaches_no_parameter
+from ns_splat_plus.training.step import step_schedulers, total_loss
 from ns_splat_plus.upstream import TrainerLike
 
 CAPACITY_MARGIN = 1.5
@@ -121,8 +120,8 @@ class GraphedForwardBackward:
         trainer = self.trainer
         model = trainer.pipeline.model
         camera, batch = trainer.pipeline.datamanager.next_train(step)
-        viewmat, camtoworlds, K, _, _ = self._camera_inputs(camera)
-        if not self._valid(step, camera, batch):
+        viewmat, camtoworlds, K, width, height = self._camera_inputs(camera)
+        if not self._valid(self._baked_in(step, width, height, batch["image"])):
             self._capture(step, camera, batch)
         for _ in range(4):  # a recording with more room fits: at most a few per run
             self._inputs["viewmat"].copy_(viewmat)
@@ -142,10 +141,7 @@ class GraphedForwardBackward:
         metrics_dict = model.get_metrics_dict(self._outputs, self._batch)
         assert self._loss is not None
         trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, list(trainer.optimizers.parameters))
-        scale = trainer.grad_scaler.get_scale()
-        trainer.grad_scaler.update()
-        if scale <= trainer.grad_scaler.get_scale():
-            trainer.optimizers.scheduler_step_all(step)
+        step_schedulers(trainer, step)
         return self._loss, dict(self._loss_dict), metrics_dict
 
     # --- recording -------------------------------------------------------------------------------
@@ -158,21 +154,19 @@ class GraphedForwardBackward:
         K, width, height = model_cameras.camera_intrinsics(camera, 1.0 / upstream.downscale_factor(model))
         return viewmat, camtoworlds, K, width, height
 
-    def _baked_in(self, step: int, camera, batch) -> Tuple[Any, ...]:
+    def _baked_in(self, step: int, width: int, height: int, image: torch.Tensor) -> Tuple[Any, ...]:
         """What the recording depends on, besides the Parameters and their gradients."""
         model = self.trainer.pipeline.model
-        _, _, _, width, height = self._camera_inputs(camera)
         sh_degree = min(step // model.config.sh_degree_interval, model.config.sh_degree)
-        image = batch["image"]
         return (width, height, upstream.downscale_factor(model), sh_degree, tuple(image.shape), image.dtype,
                 self.capacity, model.training)  # fmt: skip
 
-    def _valid(self, step: int, camera, batch) -> bool:
+    def _valid(self, baked_in: Tuple[Any, ...]) -> bool:
         model = self.trainer.pipeline.model
         params = [p for p in model.parameters() if p.requires_grad]
         return (
             self.graph is not None
-            and self._key == self._baked_in(step, camera, batch)
+            and self._key == baked_in
             and len(params) == len(self._params)
             and all(p is q and p.grad is g for p, q, g in zip(params, self._params, self._grads))
         )
@@ -181,9 +175,7 @@ class GraphedForwardBackward:
         model = self.trainer.pipeline.model
         self._outputs = model(self._camera)
         self._loss_dict = model.get_loss_dict(self._outputs, self._batch, {})
-        self._loss = functools.reduce(torch.add, self._loss_dict.values())
-        if not self._loss.requires_grad:  # the recording camera sees no Gaussian: as the eager step says
-            raise loss_reaches_no_parameter(step)
+        self._loss = total_loss(self._loss_dict, step)  # the recording camera sees no Gaussian: as eagerly
         self._loss.backward()
         self._info = model.info
 
@@ -236,5 +228,5 @@ class GraphedForwardBackward:
         self.graph = graph
         self._params = params
         self._grads = [p.grad for p in params]
-        self._key = self._baked_in(step, camera, batch)
+        self._key = self._baked_in(step, width, height, batch["image"])
         self.captures += 1

@@ -72,13 +72,29 @@ def _forward_loss(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[s
     device_type = "cpu" if device_type == "mps" else device_type
     with torch.autocast(device_type=device_type, enabled=trainer.mixed_precision):
         _, loss_dict, metrics_dict = trainer.pipeline.get_train_loss_dict(step=step)
-        loss = functools.reduce(torch.add, loss_dict.values())
-    if not loss.requires_grad:
-        raise loss_reaches_no_parameter(step)
+        loss = total_loss(loss_dict, step)
     return loss, loss_dict, metrics_dict
 
 
-def loss_reaches_no_parameter(step: int) -> TrainingHealthError:
+def total_loss(loss_dict: Dict[str, torch.Tensor], step: int) -> torch.Tensor:
+    """The sum of a step's losses; a sum that depends on no parameter (no Gaussian in view of the
+    camera) stops training with a message naming the step."""
+    loss = functools.reduce(torch.add, loss_dict.values())
+    if not loss.requires_grad:
+        raise _loss_reaches_no_parameter(step)
+    return loss
+
+
+def step_schedulers(trainer: TrainerLike, step: int) -> None:
+    """After the optimizer update: the gradient scaler's update, then the schedulers (skipped, as
+    nerfstudio's, where the scaler lowered its scale: the update was skipped)."""
+    scale = trainer.grad_scaler.get_scale()
+    trainer.grad_scaler.update()
+    if scale <= trainer.grad_scaler.get_scale():  # a decreased scale skipped the update: not the schedulers either
+        trainer.optimizers.scheduler_step_all(step)
+
+
+def _loss_reaches_no_parameter(step: int) -> TrainingHealthError:
     """The error of a step whose loss depends on no parameter (no Gaussian in view of its camera)."""
     return TrainingHealthError(
         f"Training stopped at step {step}: the loss depends on no parameter, so no Gaussian was in view of "
@@ -129,7 +145,7 @@ def optimize(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, A
             averaging.cancel()
         raise
     trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, needs_step)
-    if trainer.config.log_gradients:
+    if trainer.config.log_gradients:  # between the update and the schedulers, as nerfstudio's
         total = 0
         for tag, value in trainer.pipeline.model.named_parameters():
             if value.grad is not None:
@@ -137,8 +153,5 @@ def optimize(trainer: TrainerLike, step: int) -> Tuple[torch.Tensor, Dict[str, A
                 metrics_dict[f"Gradients/{tag}"] = grad
                 total += grad
         metrics_dict["Gradients/Total"] = total
-    scale = trainer.grad_scaler.get_scale()
-    trainer.grad_scaler.update()
-    if scale <= trainer.grad_scaler.get_scale():  # a decreased scale skipped the update: not the schedulers either
-        trainer.optimizers.scheduler_step_all(step)
+    step_schedulers(trainer, step)
     return loss, loss_dict, metrics_dict
