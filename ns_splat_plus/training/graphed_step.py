@@ -19,12 +19,20 @@ their count on the host. Per step:
 The graph is recorded again when what it baked in changes: the Parameters (a refine replaces them),
 their gradients (an eager step resets them), the image size or the downscale, the SH degree, the
 photo's shape or type, the capacity. Where the graph cannot reproduce the eager step, the trainer
-says why once and steps eagerly (:func:`unavailable_reason`). The background's random colour is
+says why once and steps eagerly (:func:`unavailable_reason`); so does a recording that fails.
+
+A recording's backward accumulates into each Parameter's gradient through autograd's per-Parameter
+accumulator node, which runs on the stream it was created on (torch >= 2.9 warns of a mismatch). One
+created by an earlier, eager step on the default stream, and kept alive by that step's loss or
+``model.info``, makes the recording depend on the default stream, which CUDA refuses. So nothing of
+an earlier step's autograd graph is kept: the step returns its loss detached, and a recording first
+drops ``model.info`` and its own outputs. The background's random colour is
 drawn inside the graph, from the same generator, as other numbers than the eager step's.
 """
 
 from __future__ import annotations
 
+import collections
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -34,7 +42,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.model import cameras as model_cameras
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
-from ns_splat_plus.training.step import step_schedulers, total_loss
+from ns_splat_plus.training.step import optimize, step_schedulers, total_loss
 from ns_splat_plus.upstream import TrainerLike
 
 CAPACITY_MARGIN = 1.5
@@ -85,16 +93,18 @@ def graphed_step_for(trainer: TrainerLike) -> Optional["GraphedForwardBackward"]
 class GraphedForwardBackward:
     """One training step with its forward and backward replayed from a CUDA graph (see the module).
 
-    Call it as the trainer's ``train_iteration``: ``(loss, loss_dict, metrics_dict)`` of ``step``.
-    ``captures`` and ``overflows`` count the recordings and the steps whose tiles did not fit.
+    Call it as the trainer's ``train_iteration``: ``(loss, loss_dict, metrics_dict)`` of ``step``, detached.
+    ``recordings`` counts the recordings by why they were made (:data:`RECORDING_REASONS`);
+    ``captures`` is their sum and ``overflows`` their count for tiles that did not fit. ``failure``
+    names a recording that failed, after which every step is eager.
     """
 
     def __init__(self, trainer: TrainerLike) -> None:
         self.trainer = trainer
         self.capacity = 0
         self.largest_count = 0
-        self.captures = 0
-        self.overflows = 0
+        self.recordings: Dict[str, int] = collections.Counter()
+        self.failure: Optional[str] = None
         self.graph: Optional[torch.cuda.CUDAGraph] = None
         self._key: Optional[Tuple[Any, ...]] = None
         self._params: List[torch.nn.Parameter] = []
@@ -107,22 +117,35 @@ class GraphedForwardBackward:
         self._loss_dict: Dict[str, torch.Tensor] = {}
         self._info: Dict[str, Any] = {}
 
+    @property
+    def captures(self) -> int:
+        return sum(self.recordings.values())
+
+    @property
+    def overflows(self) -> int:
+        return self.recordings["tiles"]
+
     def summary(self) -> str:
         """One line for the end of training: how often the step was recorded, and why."""
+        if self.failure is not None:
+            return f"--cuda-graph: {self.failure}"
+        reasons = ", ".join(f"{self.recordings[why]} {why}" for why in RECORDING_REASONS if self.recordings[why])
         return (
-            f"--cuda-graph: {self.captures} recordings of the step (refines, SH degrees, sizes), "
-            f"{self.overflows} steps recorded again for tiles that did not fit; {self.capacity:,} tile slots at the end"
+            f"--cuda-graph: {self.captures} recordings of the step ({reasons}); {self.capacity:,} tile slots at the end"
         )
 
     # --- the step --------------------------------------------------------------------------------
 
     def __call__(self, step: int) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
         trainer = self.trainer
+        if self.failure is not None:
+            return optimize(trainer, step)
         model = trainer.pipeline.model
         camera, batch = trainer.pipeline.datamanager.next_train(step)
         viewmat, camtoworlds, K, width, height = self._camera_inputs(camera)
-        if not self._valid(self._baked_in(step, width, height, batch["image"])):
-            self._capture(step, camera, batch)
+        why = self._why_record(self._baked_in(step, width, height, batch["image"]))
+        if why is not None and not self._record(step, camera, batch, why):
+            return optimize(trainer, step)  # the datamanager gives the next camera: this step's is skipped
         for _ in range(4):  # a recording with more room fits: at most a few per run
             self._inputs["viewmat"].copy_(viewmat)
             self._inputs["camtoworlds"].copy_(camtoworlds)
@@ -132,9 +155,9 @@ class GraphedForwardBackward:
             self.graph.replay()
             if not bool(self._info["isect_overflow"]):  # the one host read, before anything is updated
                 break
-            self.overflows += 1
             self.largest_count = max(self.largest_count, int(self._info["isect_count"]))
-            self._capture(step, camera, batch)
+            if not self._record(step, camera, batch, "tiles"):
+                return optimize(trainer, step)
         else:
             raise RuntimeError(f"step {step}: the tile intersections did not fit in {self.capacity} slots four times")
         model.info = self._info  # an evaluation or viewer render between steps replaced it
@@ -142,7 +165,8 @@ class GraphedForwardBackward:
         assert self._loss is not None
         trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, list(trainer.optimizers.parameters))
         step_schedulers(trainer, step)
-        return self._loss, dict(self._loss_dict), metrics_dict
+        # detached: a caller that keeps them would keep this recording's autograd graph (see the module)
+        return self._loss.detach(), _detached(self._loss_dict), _detached(metrics_dict)
 
     # --- recording -------------------------------------------------------------------------------
 
@@ -161,15 +185,17 @@ class GraphedForwardBackward:
         return (width, height, upstream.downscale_factor(model), sh_degree, tuple(image.shape), image.dtype,
                 self.capacity, model.training)  # fmt: skip
 
-    def _valid(self, baked_in: Tuple[Any, ...]) -> bool:
-        model = self.trainer.pipeline.model
-        params = [p for p in model.parameters() if p.requires_grad]
-        return (
-            self.graph is not None
-            and self._key == baked_in
-            and len(params) == len(self._params)
-            and all(p is q and p.grad is g for p, q, g in zip(params, self._params, self._grads))
-        )
+    def _why_record(self, baked_in: Tuple[Any, ...]) -> Optional[str]:
+        """Why the step must be recorded (again), one of :data:`RECORDING_REASONS`; None to replay."""
+        if self.graph is None or self._key is None:
+            return "first"
+        params = [p for p in self.trainer.pipeline.model.parameters() if p.requires_grad]
+        if len(params) != len(self._params) or any(p is not q for p, q in zip(params, self._params)):
+            return "refines"
+        if any(p.grad is not g for p, g in zip(params, self._grads)):
+            return "gradients reset"
+        changed = [name for name, old, new in zip(_BAKED_IN_NAMES, self._key, baked_in) if old != new]
+        return changed[0] if changed else None
 
     def _forward_backward(self, step: int) -> None:
         model = self.trainer.pipeline.model
@@ -192,10 +218,34 @@ class GraphedForwardBackward:
         for p in params:
             p.grad = None
 
+    def _drop_autograd_graphs(self) -> None:
+        """Release every autograd graph this step and the model hold (see the module: a recording
+        needs its own accumulator nodes); the previous recording's memory goes with it."""
+        self.graph = self._outputs = self._loss = None
+        self._loss_dict, self._info = {}, {}
+        self.trainer.pipeline.model.info = {}
+
+    def _record(self, step: int, camera, batch, why: str) -> bool:
+        """Record the step; False, with one console line and every later step eager, where CUDA refuses."""
+        try:
+            self._capture(step, camera, batch)
+        except (RuntimeError, torch.AcceleratorError) as err:
+            if not _is_capture_error(err):
+                raise
+            self._drop_autograd_graphs()
+            torch.cuda.synchronize()
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            self.failure = f"recording the step failed at step {step} ({first}); the steps from it on ran eagerly"
+            if collectives.is_main_process():
+                CONSOLE.print(self.failure)
+            return False
+        self.recordings[why] += 1
+        return True
+
     def _capture(self, step: int, camera, batch) -> None:
         model = self.trainer.pipeline.model
         viewmat, camtoworlds, K, width, height = self._camera_inputs(camera)
-        self.graph = self._outputs = self._loss = None  # the previous recording's memory goes first
+        self._drop_autograd_graphs()
         self._inputs = {"viewmat": viewmat.clone(), "camtoworlds": camtoworlds.clone(), "K": K.clone(),
                         "image": batch["image"].clone()}  # fmt: skip
         # a camera whose render cache holds the graph's inputs: the model renders from them
@@ -214,11 +264,13 @@ class GraphedForwardBackward:
         try:
             self._run_unrecorded(params, step)
             count = int(self._info["isect_count"])  # this camera's count, read once per recording
+            self._drop_autograd_graphs()
             if count > self.capacity:
                 self.largest_count = max(self.largest_count, count)
                 self.capacity = max(int(count * CAPACITY_MARGIN) + CAPACITY_SLACK, 1)
                 model.isect_capacity = self.capacity
                 self._run_unrecorded(params, step)
+                self._drop_autograd_graphs()
             graph = torch.cuda.CUDAGraph()
             # thread_local: the viewer's thread may copy a finished render while this one records
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
@@ -229,4 +281,20 @@ class GraphedForwardBackward:
         self._params = params
         self._grads = [p.grad for p in params]
         self._key = self._baked_in(step, width, height, batch["image"])
-        self.captures += 1
+
+
+RECORDING_REASONS = ("first", "refines", "gradients reset", "image size", "downscale", "SH degree", "photo shape",
+                     "photo type", "capacity", "train mode", "tiles")  # fmt: skip
+"""Why the step was recorded: the first step; new Parameters; gradients an eager step reset; a change of what
+:meth:`GraphedForwardBackward._baked_in` lists; tiles that did not fit the capacity."""
+_BAKED_IN_NAMES = ("image size", "image size", "downscale", "SH degree", "photo shape", "photo type", "capacity",
+                   "train mode")  # fmt: skip
+
+
+def _detached(values: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+
+
+def _is_capture_error(err: BaseException) -> bool:
+    """A CUDA error of stream capture (an operation CUDA does not allow while recording), not another failure."""
+    return "captur" in str(err).lower()  # "... during capture", "... a capturing stream", cudaErrorStreamCapture*

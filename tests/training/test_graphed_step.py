@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+import torch
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
 
 from ns_splat_plus.training import graphed_step
@@ -127,10 +128,77 @@ def test_the_loop_takes_every_step_from_the_graphed_step_after_the_warmup(scene,
     assert "--cuda-graph: stepped 6 times" in capsys.readouterr().out
 
 
-def test_the_summary_names_recordings_overflows_and_capacity():
+def test_the_summary_names_each_reason_for_a_recording_and_the_capacity():
     graphed = graphed_step.GraphedForwardBackward(SimpleNamespace())
-    graphed.captures, graphed.overflows, graphed.capacity = 48, 2, 123456
+    graphed.recordings.update({"first": 1, "refines": 45, "SH degree": 3, "tiles": 2})
+    graphed.capacity = 123456
+    assert (graphed.captures, graphed.overflows) == (51, 2)
     assert graphed.summary() == (
-        "--cuda-graph: 48 recordings of the step (refines, SH degrees, sizes), 2 steps recorded again for tiles "
-        "that did not fit; 123,456 tile slots at the end"
+        "--cuda-graph: 51 recordings of the step (1 first, 45 refines, 3 SH degree, 2 tiles); "
+        "123,456 tile slots at the end"
     )
+
+
+def _recorded(params, key):
+    """A GraphedForwardBackward as if it had recorded ``params`` (their current gradients) under ``key``."""
+    model = SimpleNamespace(parameters=lambda: list(params))
+    graphed = graphed_step.GraphedForwardBackward(SimpleNamespace(pipeline=SimpleNamespace(model=model)))
+    graphed.graph = object()
+    graphed._params = list(params)
+    graphed._grads = [p.grad for p in params]
+    graphed._key = key
+    return graphed
+
+
+def test_each_change_of_what_the_recording_baked_in_is_named_as_its_reason():
+    params = [torch.nn.Parameter(torch.zeros(3)) for _ in range(2)]
+    for p in params:
+        p.grad = torch.zeros(3)
+    key = (64, 48, 1, 0, (48, 64, 3), torch.float32, 5000, True)
+    assert _recorded(params, key)._why_record(key) is None
+    assert graphed_step.GraphedForwardBackward(SimpleNamespace())._why_record(key) == "first"
+    changes = {0: "image size", 1: "image size", 2: "downscale", 3: "SH degree", 4: "photo shape", 5: "photo type",
+               6: "capacity", 7: "train mode"}  # fmt: skip
+    for index, reason in changes.items():
+        changed = list(key)
+        changed[index] = 2 if index != 7 else False
+        assert _recorded(params, key)._why_record(tuple(changed)) == reason
+    graphed = _recorded(params, key)
+    params[1].grad = torch.zeros(3)  # an eager step set the gradients to new tensors
+    assert graphed._why_record(key) == "gradients reset"
+    graphed = _recorded(params, key)
+    params[0] = torch.nn.Parameter(torch.zeros(5))  # a refine replaced a Parameter
+    assert graphed._why_record(key) == "refines"
+
+
+def test_a_recording_cuda_refuses_says_so_once_and_every_later_step_is_eager(monkeypatch, capsys):
+    stepped = []
+    monkeypatch.setattr(graphed_step, "optimize", lambda trainer, step: stepped.append(step) or ("loss", {}, {}))
+    monkeypatch.setattr(graphed_step.torch.cuda, "synchronize", lambda: None)
+    model = SimpleNamespace(info={"means2d": "of an eager step"})
+    trainer = SimpleNamespace(pipeline=SimpleNamespace(model=model))
+    graphed = graphed_step.GraphedForwardBackward(trainer)
+
+    def refused(step, camera, batch):
+        raise torch.AcceleratorError("CUDA error: operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(graphed, "_capture", refused)
+    assert graphed._record(7, None, None, "first") is False
+    assert graphed.failure is not None and "step 7" in graphed.failure and "not permitted" in graphed.failure
+    assert capsys.readouterr().out.count("recording the step failed") == 1
+    assert model.info == {} and graphed.captures == 0
+    assert graphed(8) == ("loss", {}, {}) and graphed(9) == ("loss", {}, {})
+    assert stepped == [8, 9]
+    assert graphed.summary() == f"--cuda-graph: {graphed.failure}"
+
+
+def test_a_failure_that_is_not_cuda_s_refusal_to_record_is_raised(monkeypatch):
+    graphed = graphed_step.GraphedForwardBackward(SimpleNamespace(pipeline=SimpleNamespace(model=SimpleNamespace())))
+
+    def out_of_memory(step, camera, batch):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(graphed, "_capture", out_of_memory)
+    with pytest.raises(torch.OutOfMemoryError):
+        graphed._record(3, None, None, "first")
+    assert graphed.failure is None

@@ -44,18 +44,19 @@ def test_a_replayed_step_gives_the_eager_step_s_loss_and_gradients(scene, tmp_pa
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:
             p.grad = None
-        outputs = model(camera)
-        eager_loss = sum(model.get_loss_dict(outputs, batch, {}).values())
-        eager_loss.backward()
+        loss = sum(model.get_loss_dict(model(camera), batch, {}).values())
+        loss.backward()
+        eager_loss = float(loss)
         eager = [p.grad.detach().clone() for p in params]
         eager_grad2d = model.info["means2d"].grad.detach().clone()
+        del loss  # as the loop, which keeps no step's autograd graph (graphed_step's module docstring)
 
         graphed = graphed_step.GraphedForwardBackward(trainer)
         graphed._capture(step, camera, batch)
         graphed.graph.replay()
         torch.cuda.synchronize()
         assert not bool(graphed._info["isect_overflow"])
-        assert float(graphed._loss) == pytest.approx(float(eager_loss), rel=1e-6)
+        assert float(graphed._loss) == pytest.approx(eager_loss, rel=1e-6)
         for p, g in zip(params, eager):  # gsplat's backward adds with atomics: equal up to the order of the sums
             assert p.grad is not None
             assert float((p.grad - g).abs().max()) <= 1e-4 * float(g.abs().max()) + 1e-12
@@ -73,6 +74,7 @@ def test_graphed_training_records_again_at_refines_and_densifies_from_replayed_g
         close_writers()
     graphed = trainer.graphed_step
     assert isinstance(graphed, graphed_step.GraphedForwardBackward)
+    assert graphed.failure is None, graphed.failure
     records = [json.loads(line) for line in (trainer.base_dir / strategy.JSONL_NAME).read_text().splitlines()]
     refines = [r for r in records if r.get("event") == "refine"]
     assert refines, "no refine in 45 steps"
@@ -91,6 +93,7 @@ def test_a_step_whose_tiles_do_not_fit_is_recorded_again_with_room(scene, tmp_pa
     finally:
         close_writers()
     graphed = trainer.graphed_step
+    assert graphed.failure is None, graphed.failure
     assert graphed.overflows > 0, "every camera had at most the first camera's tile count: no overflow to test"
-    assert graphed.captures == 1 + graphed.overflows
+    assert dict(graphed.recordings) == {"first": 1, "tiles": graphed.overflows}, dict(graphed.recordings)
     assert graphed.capacity >= graphed.largest_count > 0
