@@ -40,6 +40,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import upstream
 from ns_splat_plus.model import cameras as model_cameras
+from ns_splat_plus.model.images import TrainingOutputs
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
 from ns_splat_plus.training.step import optimize, step_schedulers, total_loss
@@ -147,13 +148,7 @@ class GraphedForwardBackward:
         if why is not None and not self._record(step, camera, batch, why):
             return optimize(trainer, step)  # the datamanager gives the next camera: this step's is skipped
         for _ in range(4):  # a recording with more room fits: at most a few per run
-            self._inputs["viewmat"].copy_(viewmat)
-            self._inputs["camtoworlds"].copy_(camtoworlds)
-            self._inputs["K"].copy_(K)
-            self._inputs["image"].copy_(batch["image"])
-            assert self.graph is not None
-            self.graph.replay()
-            if not bool(self._info["isect_overflow"]):  # the one host read, before anything is updated
+            if not self.replay(viewmat, camtoworlds, K, batch["image"]):  # the one host read, before any update
                 break
             self.largest_count = max(self.largest_count, int(self._info["isect_count"]))
             if not self._record(step, camera, batch, "tiles"):
@@ -161,12 +156,26 @@ class GraphedForwardBackward:
         else:
             raise RuntimeError(f"step {step}: the tile intersections did not fit in {self.capacity} slots four times")
         model.info = self._info  # an evaluation or viewer render between steps replaced it
+        if isinstance(self._outputs, TrainingOutputs):  # its composite, made and kept by an earlier step's metrics
+            self._outputs.pop("rgb", None)
         metrics_dict = model.get_metrics_dict(self._outputs, self._batch)
         assert self._loss is not None
         trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, list(trainer.optimizers.parameters))
         step_schedulers(trainer, step)
         # detached: a caller that keeps them would keep this recording's autograd graph (see the module)
         return self._loss.detach(), _detached(self._loss_dict), _detached(metrics_dict)
+
+    def replay(self, viewmat: torch.Tensor, camtoworlds: torch.Tensor, K: torch.Tensor, image: torch.Tensor) -> bool:
+        """The recorded forward and backward of the camera (``viewmat`` [1, 4, 4], its inverse
+        ``camtoworlds``, ``K`` [1, 3, 3]) and its photo ``image`` [H, W, C]: the gradients and
+        ``model.info`` of this step. True where the tiles did not fit (read on the host)."""
+        self._inputs["viewmat"].copy_(viewmat)
+        self._inputs["camtoworlds"].copy_(camtoworlds)
+        self._inputs["K"].copy_(K)
+        self._inputs["image"].copy_(image)
+        assert self.graph is not None
+        self.graph.replay()
+        return bool(self._info["isect_overflow"])
 
     # --- recording -------------------------------------------------------------------------------
 
