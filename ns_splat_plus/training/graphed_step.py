@@ -117,6 +117,7 @@ class GraphedForwardBackward:
         self._loss: Optional[torch.Tensor] = None
         self._loss_dict: Dict[str, torch.Tensor] = {}
         self._info: Dict[str, Any] = {}
+        self._eager_sums: Optional[torch.Tensor] = None
 
     @property
     def captures(self) -> int:
@@ -155,6 +156,13 @@ class GraphedForwardBackward:
                 return optimize(trainer, step)
         else:
             raise RuntimeError(f"step {step}: the tile intersections did not fit in {self.capacity} slots four times")
+        if self._eager_sums is not None:  # the first replay of a recording, on the recording's camera
+            mismatch = replay_mismatch(self._eager_sums, render_sums(self._outputs))
+            self._eager_sums = None
+            if mismatch is not None:
+                self._give_up(f"the replayed step rendered other pixels than the same step run eagerly at step "
+                              f"{step} ({mismatch})")  # fmt: skip
+                return optimize(trainer, step)  # its gradients replace the replay's; nothing was updated
         model.info = self._info  # an evaluation or viewer render between steps replaced it
         if isinstance(self._outputs, TrainingOutputs):  # its composite, made and kept by an earlier step's metrics
             self._outputs.pop("rgb", None)
@@ -200,7 +208,7 @@ class GraphedForwardBackward:
             return "first"
         params = [p for p in self.trainer.pipeline.model.parameters() if p.requires_grad]
         if len(params) != len(self._params) or any(p is not q for p, q in zip(params, self._params)):
-            return "refines"
+            return "new Parameters"
         if any(p.grad is not g for p, g in zip(params, self._grads)):
             return "gradients reset"
         changed = [name for name, old, new in zip(_BAKED_IN_NAMES, self._key, baked_in) if old != new]
@@ -241,15 +249,20 @@ class GraphedForwardBackward:
         except (RuntimeError, torch.AcceleratorError) as err:
             if not _is_capture_error(err):
                 raise
-            self._drop_autograd_graphs()
             torch.cuda.synchronize()
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            self.failure = f"recording the step failed at step {step} ({first}); the steps from it on ran eagerly"
-            if collectives.is_main_process():
-                CONSOLE.print(self.failure)
+            self._give_up(f"recording the step failed at step {step} ({first})")
             return False
         self.recordings[why] += 1
         return True
+
+    def _give_up(self, why: str) -> None:
+        """Step eagerly from now on, saying ``why`` once; the recording and its memory go."""
+        self._drop_autograd_graphs()
+        self._eager_sums = None
+        self.failure = f"{why}; the steps from it on ran eagerly"
+        if collectives.is_main_process():
+            CONSOLE.print(f"--cuda-graph: {self.failure}")
 
     def _capture(self, step: int, camera, batch) -> None:
         model = self.trainer.pipeline.model
@@ -273,13 +286,14 @@ class GraphedForwardBackward:
         try:
             self._run_unrecorded(params, step)
             count = int(self._info["isect_count"])  # this camera's count, read once per recording
-            self._drop_autograd_graphs()
             if count > self.capacity:
                 self.largest_count = max(self.largest_count, count)
                 self.capacity = max(int(count * CAPACITY_MARGIN) + CAPACITY_SLACK, 1)
                 model.isect_capacity = self.capacity
-                self._run_unrecorded(params, step)
                 self._drop_autograd_graphs()
+                self._run_unrecorded(params, step)
+            self._eager_sums = render_sums(self._outputs)  # what the first replay, on this camera, must render
+            self._drop_autograd_graphs()
             graph = torch.cuda.CUDAGraph()
             # thread_local: the viewer's thread may copy a finished render while this one records
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
@@ -292,9 +306,9 @@ class GraphedForwardBackward:
         self._key = self._baked_in(step, width, height, batch["image"])
 
 
-RECORDING_REASONS = ("first", "refines", "gradients reset", "image size", "downscale", "SH degree", "photo shape",
+RECORDING_REASONS = ("first", "new Parameters", "gradients reset", "image size", "downscale", "SH degree", "photo shape",
                      "photo type", "capacity", "train mode", "tiles")  # fmt: skip
-"""Why the step was recorded: the first step; new Parameters; gradients an eager step reset; a change of what
+"""Why the step was recorded: the first step; new Parameters (a refine, an opacity reset); gradients an eager step reset; a change of what
 :meth:`GraphedForwardBackward._baked_in` lists; tiles that did not fit the capacity."""
 _BAKED_IN_NAMES = ("image size", "image size", "downscale", "SH degree", "photo shape", "photo type", "capacity",
                    "train mode")  # fmt: skip
@@ -307,3 +321,32 @@ def _detached(values: Dict[str, Any]) -> Dict[str, Any]:
 def _is_capture_error(err: BaseException) -> bool:
     """A CUDA error of stream capture (an operation CUDA does not allow while recording), not another failure."""
     return "captur" in str(err).lower()  # "... during capture", "... a capturing stream", cudaErrorStreamCapture*
+
+
+REPLAY_TOLERANCE = 1e-4
+"""Relative difference allowed between a replay's render sums and the eager run's: the same kernels on the same
+inputs (the forward has no atomics), so only the float64 sums' order of additions differs."""
+
+
+def render_sums(outputs: Dict[str, Any]) -> torch.Tensor:
+    """[2] float64: the sums of a training render's colours and alphas (before the background, which a replay draws
+    at random again): what :func:`replay_mismatch` compares."""
+    return torch.stack(
+        [
+            outputs["render_colors"].detach().sum(dtype=torch.float64),
+            outputs["render_alphas"].detach().sum(dtype=torch.float64),
+        ]
+    )
+
+
+def replay_mismatch(eager: torch.Tensor, replayed: torch.Tensor) -> Optional[str]:
+    """None where the replayed render sums (:func:`render_sums`) match the eager run's within
+    :data:`REPLAY_TOLERANCE`; else what differs, for the console (one host read)."""
+    (eager_colors, eager_alphas), (colors, alphas) = eager.tolist(), replayed.tolist()
+    pairs = (("colours", eager_colors, colors), ("alphas", eager_alphas, alphas))
+    off = [
+        f"{name} summed {got:.6g} against {want:.6g}"
+        for name, want, got in pairs
+        if not abs(got - want) <= REPLAY_TOLERANCE * max(abs(want), 1e-12)  # NaN counts as off
+    ]
+    return "; ".join(off) if off else None

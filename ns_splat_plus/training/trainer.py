@@ -76,7 +76,9 @@ class SplatPlusTrainerConfig(TrainerConfig):
     """Replay each training step's forward and backward from a CUDA graph (docs/speed-and-memory.md): far
     less host work per step, for runs whose step the host sets (splat-plus-lite). One process, one camera
     per step, no camera optimizer, bilateral grid, masks or mixed precision; elsewhere the step runs
-    eagerly and start-up says why. Not yet measured on a GPU: off by default."""
+    eagerly and start-up says why. Experimental, off by default: on the GPU its replays do not yet render
+    what the eager step renders, and a check of each recording's first replay then returns the run to eager
+    steps with one line saying so."""
     print_config: bool = False
     """Print the whole configuration at start-up (it is always saved as config.yml in the run directory)."""
 

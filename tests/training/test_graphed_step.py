@@ -130,11 +130,11 @@ def test_the_loop_takes_every_step_from_the_graphed_step_after_the_warmup(scene,
 
 def test_the_summary_names_each_reason_for_a_recording_and_the_capacity():
     graphed = graphed_step.GraphedForwardBackward(SimpleNamespace())
-    graphed.recordings.update({"first": 1, "refines": 45, "SH degree": 3, "tiles": 2})
+    graphed.recordings.update({"first": 1, "new Parameters": 45, "SH degree": 3, "tiles": 2})
     graphed.capacity = 123456
     assert (graphed.captures, graphed.overflows) == (51, 2)
     assert graphed.summary() == (
-        "--cuda-graph: 51 recordings of the step (1 first, 45 refines, 3 SH degree, 2 tiles); "
+        "--cuda-graph: 51 recordings of the step (1 first, 45 new Parameters, 3 SH degree, 2 tiles); "
         "123,456 tile slots at the end"
     )
 
@@ -167,8 +167,8 @@ def test_each_change_of_what_the_recording_baked_in_is_named_as_its_reason():
     params[1].grad = torch.zeros(3)  # an eager step set the gradients to new tensors
     assert graphed._why_record(key) == "gradients reset"
     graphed = _recorded(params, key)
-    params[0] = torch.nn.Parameter(torch.zeros(5))  # a refine replaced a Parameter
-    assert graphed._why_record(key) == "refines"
+    params[0] = torch.nn.Parameter(torch.zeros(5))  # a refine or an opacity reset replaced a Parameter
+    assert graphed._why_record(key) == "new Parameters"
 
 
 def test_a_recording_cuda_refuses_says_so_once_and_every_later_step_is_eager(monkeypatch, capsys):
@@ -202,3 +202,35 @@ def test_a_failure_that_is_not_cuda_s_refusal_to_record_is_raised(monkeypatch):
     with pytest.raises(torch.OutOfMemoryError):
         graphed._record(3, None, None, "first")
     assert graphed.failure is None
+
+
+def _render(colors: float, alphas: float):
+    return {"render_colors": torch.full((1, 4, 4, 3), colors), "render_alphas": torch.full((1, 4, 4, 1), alphas)}
+
+
+def test_a_replay_is_checked_against_the_eager_render_of_its_recording_camera():
+    eager = graphed_step.render_sums(_render(0.25, 0.5))
+    assert eager.tolist() == [0.25 * 48, 0.5 * 16]
+    assert graphed_step.replay_mismatch(eager, graphed_step.render_sums(_render(0.25, 0.5))) is None
+    assert graphed_step.replay_mismatch(eager, eager * (1 + 0.1 * graphed_step.REPLAY_TOLERANCE)) is None
+    off = graphed_step.replay_mismatch(eager, graphed_step.render_sums(_render(0.25 * 1.68, 0.5)))
+    assert off is not None and "colours summed 20.16 against 12" in off and "alphas" not in off
+    assert "alphas" in graphed_step.replay_mismatch(eager, graphed_step.render_sums(_render(0.25, float("nan"))))
+
+
+def test_a_replay_that_renders_other_pixels_than_the_eager_step_gives_the_run_back_to_eager_steps(monkeypatch, capsys):
+    stepped = []
+    monkeypatch.setattr(graphed_step, "optimize", lambda trainer, step: stepped.append(step) or ("eager", {}, {}))
+    datamanager = SimpleNamespace(next_train=lambda step: ("camera", {"image": None}))
+    trainer = SimpleNamespace(pipeline=SimpleNamespace(model=SimpleNamespace(info={}), datamanager=datamanager))
+    graphed = graphed_step.GraphedForwardBackward(trainer)
+    monkeypatch.setattr(graphed, "_camera_inputs", lambda camera: (None, None, None, 4, 4))
+    monkeypatch.setattr(graphed, "_baked_in", lambda *args: ())
+    monkeypatch.setattr(graphed, "_why_record", lambda key: None)  # recorded before this step
+    monkeypatch.setattr(graphed, "replay", lambda *args: False)  # no overflow
+    graphed._eager_sums = graphed_step.render_sums(_render(0.25, 0.5))
+    graphed._outputs = _render(0.25 * 1.68, 0.5)  # what the replay rendered
+    assert graphed(3) == ("eager", {}, {}) and stepped == [3]
+    assert graphed.failure is not None and "rendered other pixels" in graphed.failure and "step 3" in graphed.failure
+    assert capsys.readouterr().out.count("rendered other pixels") == 1
+    assert graphed(4) == ("eager", {}, {}) and stepped == [3, 4]
