@@ -75,7 +75,9 @@ def rasterize(
 
     ``isect_capacity``: list the (Gaussian, tile) intersections in this many slots, without reading their
     count on the host (:mod:`~ns_splat_plus.raster.fixed_capacity_isect`), so that the render can be
-    recorded in a CUDA graph: the same pixels while the count fits. ``info["isect_overflow"]`` ([] bool,
+    recorded in a CUDA graph: the same pixels while the count fits. The spherical harmonics are then
+    PyTorch operations (:func:`~ns_splat_plus.upstream.recordable_spherical_harmonics`): gsplat 1.4.0's
+    SH kernels launch where a recording does not see them. ``info["isect_overflow"]`` ([] bool,
     on the device) says whether entries were dropped, ``info["isect_count"]`` ([] int64) how many there
     were. gsplat only, whole images; the reference backend lists no tiles and ignores it.
 
@@ -110,7 +112,8 @@ def rasterize(
                 raise ValueError("isect_capacity renders whole images: it does not combine with rows")
             with torch.no_grad():
                 return _gsplat_strips(_gsplat_project(*stages), width, height, render_mode, rows)
-        return _gsplat_render(_gsplat_project(*stages), width, height, render_mode, absgrad, isect_capacity)
+        projected = _gsplat_project(*stages, recordable=isect_capacity is not None)
+        return _gsplat_render(projected, width, height, render_mode, absgrad, isect_capacity)
     if backend == "reference":
         from ns_splat_plus.raster.reference import reference_rasterization
 
@@ -167,10 +170,12 @@ def _gsplat_project(
     rasterize_mode,
     camtoworlds,
     tight_tiles,
+    recordable: bool = False,
 ) -> Dict:
     """gsplat 1.4.0 ``rasterization``'s projection and colours (unpacked, pinhole, one rank), the same
     calls in the same order; returns its ``meta`` so far plus ``colors`` [C, N, D] for the pixels and
-    ``tile_radii`` [C, N] for the tiles (gsplat's ``radii`` without ``tight_tiles``)."""
+    ``tile_radii`` [C, N] for the tiles (gsplat's ``radii`` without ``tight_tiles``). ``recordable``:
+    every kernel on the current stream, for a CUDA graph (the spherical harmonics in PyTorch)."""
     kernels = upstream.gsplat_kernels()
     C = viewmats.shape[0]
     radii, means2d, depths, conics, compensations = kernels.fully_fused_projection(
@@ -188,7 +193,8 @@ def _gsplat_project(
             camtoworlds = torch.inverse(viewmats)  # [C, 4, 4]
         dirs = means[None, :, :] - camtoworlds[:, None, :3, 3]  # [C, N, 3]
         shs = colors.expand(C, -1, -1, -1) if colors.dim() == 3 else colors  # [C, N, K, 3]
-        colors = kernels.spherical_harmonics(sh_degree, dirs, shs, masks=radii > 0)
+        sh = upstream.recordable_spherical_harmonics if recordable else kernels.spherical_harmonics
+        colors = sh(sh_degree, dirs, shs, masks=radii > 0)
         colors = torch.clamp_min(colors + 0.5, 0.0)
     if render_mode == "RGB+ED":
         colors = torch.cat((colors, depths[..., None]), dim=-1)

@@ -76,9 +76,10 @@ class SplatPlusTrainerConfig(TrainerConfig):
     """Replay each training step's forward and backward from a CUDA graph (docs/speed-and-memory.md): far
     less host work per step, for runs whose step the host sets (splat-plus-lite). One process, one camera
     per step, no camera optimizer, bilateral grid, masks or mixed precision; elsewhere the step runs
-    eagerly and start-up says why. Experimental, off by default: on the GPU its replays do not yet render
-    what the eager step renders, and a check of each recording's first replay then returns the run to eager
-    steps with one line saying so."""
+    eagerly and start-up says why. Experimental, off by default: its first GPU runs replayed wrong numbers
+    (gsplat's SH kernels were not recorded; the recorded render now computes SH in PyTorch, not yet re-run
+    on a GPU). The first replay of each recording is checked against the eager render; where they differ,
+    the run steps eagerly from there, with one line saying so."""
     print_config: bool = False
     """Print the whole configuration at start-up (it is always saved as config.yml in the run directory)."""
 

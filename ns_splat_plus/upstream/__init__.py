@@ -46,7 +46,9 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
 gsplat 1.4.0 (:mod:`.gsplat_private`)
   ``cuda._backend._C``                             :func:`gsplat_extension` (the JIT-built extension)
   ``cuda._wrapper`` projection / tiles             :func:`gsplat_kernels` (strip rendering)
-  ``cuda._torch_impl``                             :func:`torch_reference_ops` (the PyTorch reference)
+  ``cuda._torch_impl``                             :func:`torch_reference_ops` (the PyTorch reference),
+                                                   :func:`recordable_spherical_harmonics` (its SH kernels launch
+                                                   on the legacy stream, which a CUDA graph does not record)
   ``strategy.ops._update_param_with_optimizer``, ``_multinomial_sample``
                                                    :func:`update_param_with_optimizer`, :func:`multinomial_sample`
   ``DefaultStrategy._grow_gs`` / ``_prune_gs``, ``MCMCStrategy._relocate_gs`` / ``_add_new_gs``

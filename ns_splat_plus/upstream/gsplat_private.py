@@ -75,6 +75,26 @@ def torch_reference_ops():
     return _torch_impl
 
 
+def recordable_spherical_harmonics(degree: int, dirs: torch.Tensor, coeffs: torch.Tensor, masks: torch.Tensor):
+    """gsplat's ``spherical_harmonics(degree, dirs, coeffs, masks=masks)`` in PyTorch operations, which run
+    on the current stream, so that a CUDA graph records them.
+
+    gsplat 1.4.0 launches its SH kernels on the legacy default stream (``compute_sh_fwd.cu`` and
+    ``compute_sh_bwd.cu`` pass no stream; its other kernels pass the current one). A recording on another
+    stream then leaves them out: they run once, while it records, and every replay reads what they left
+    in memory. gsplat's own PyTorch version (``_torch_impl._spherical_harmonics``), with the mask's zeros.
+
+    Args:
+        degree: the SH degree to use. dirs: [..., 3] view directions (normalised here, as gsplat does).
+        coeffs: [..., K, 3] coefficients. masks: [...] bool, False where the colour is zero (radius 0).
+
+    Returns:
+        [..., 3] colours.
+    """
+    colors = torch_reference_ops()._spherical_harmonics(degree, dirs, coeffs)
+    return torch.where(masks[..., None], colors, 0.0)
+
+
 def update_param_with_optimizer(param_fn: Callable, optimizer_fn: Callable, params, optimizers) -> None:
     """``gsplat.strategy.ops._update_param_with_optimizer`` (gsplat 1.4.0)."""
     from gsplat.strategy import ops

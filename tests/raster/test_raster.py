@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from ns_splat_plus import upstream
 from ns_splat_plus.raster import rasterize
 from ns_splat_plus.raster.tile_bounds import tile_radii_torch
 from splatbench.scenes import SceneSpec, camera_poses
@@ -332,3 +333,59 @@ def test_gsplat_stages_match_gsplat_rasterization(cameras, sh_degree, mode, rast
         for ours, theirs in pairs:
             assert theirs.norm() > 0
             assert ((ours - theirs).norm() / theirs.norm()).item() < tolerance
+
+
+def test_the_recordable_spherical_harmonics_are_gsplat_s_pytorch_ones_with_the_mask_s_zeros():
+    """upstream.recordable_spherical_harmonics (the render a CUDA graph records): gsplat's PyTorch SH, and zero
+    colour and gradient where the mask is False, as gsplat's kernel."""
+    g = torch.Generator().manual_seed(3)
+    dirs = torch.randn(2, 50, 3, generator=g)
+    coeffs = (torch.randn(2, 50, 16, 3, generator=g) * 0.3).requires_grad_()
+    masks = torch.rand(2, 50, generator=g) > 0.3
+    colors = upstream.recordable_spherical_harmonics(2, dirs, coeffs, masks=masks)
+    expected = upstream.torch_reference_ops()._spherical_harmonics(2, dirs, coeffs)
+    assert torch.equal(colors[masks], expected[masks]) and bool((colors[masks].abs() > 0).any())
+    assert bool((colors[~masks] == 0).all())
+    colors.sum().backward()
+    assert bool((coeffs.grad[~masks] == 0).all()) and bool((coeffs.grad[masks][:, :9].abs() > 0).any())
+    assert bool((coeffs.grad[:, :, 9:] == 0).all())  # degree 2: the third band's coefficients play no part
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)")
+def test_the_recordable_render_replays_from_a_cuda_graph_as_it_runs_eagerly():
+    """rasterize(..., isect_capacity=) recorded once, replayed after new Gaussians, coefficients and cameras:
+    the eager render and gradients of the new inputs (a kernel the recording missed, such as gsplat 1.4.0's SH
+    kernels on the legacy stream, would leave the recording's numbers)."""
+    t, spec = _scene(n=2000, device="cuda")
+    static = {k: v.detach().clone().requires_grad_(k not in ("viewmats", "Ks")) for k, v in t.items()}
+
+    def render_and_backward():
+        render, alpha, info = rasterize(**static, width=spec.width, height=spec.height, sh_degree=3,
+                                        backend="gsplat", isect_capacity=200_000)  # fmt: skip
+        weights = torch.linspace(0.5, 1.5, render.numel(), device="cuda").reshape(render.shape)
+        ((render * weights).sum() + alpha.sum()).backward()
+        return render, alpha, info
+
+    side = torch.cuda.Stream()  # the recipe: run once outside the recording, on a side stream
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        render_and_backward()
+    torch.cuda.current_stream().wait_stream(side)
+    for leaf in static.values():
+        leaf.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        recorded = render_and_backward()
+    moved, _ = _scene(n=2000, seed=1, device="cuda")  # other Gaussians, colours and cameras
+    with torch.no_grad():
+        for name, leaf in static.items():
+            leaf.copy_(moved[name])
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = _render(moved, spec, "gsplat", mode="RGB", absgrad=False, tight_tiles=False)
+    assert not bool(recorded[2]["isect_overflow"])
+    torch.testing.assert_close(recorded[0], eager[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(recorded[1], eager[1], rtol=1e-5, atol=1e-6)
+    for name in ("means", "quats", "scales", "opacities", "colors"):  # SH: gsplat's kernel against PyTorch's sums
+        torch.testing.assert_close(static[name].grad, eager[3][name].grad, rtol=1e-3, atol=1e-6)
