@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clirun import CPU_CLI_ARGS, console_script
+from clirun import CPU_CLI_ARGS, console_script, free_port
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
 
 from ns_splat_plus import strategy
@@ -161,3 +161,37 @@ def test_one_line_says_the_gradient_nan_check_is_off_under_the_grad_scaler(scene
     build_trainer(config)
     close_writers()
     assert [p for p in printed if "not checked for NaN" in p] == [trainer_module.GRAD_SCALER_NOTE]
+
+
+@pytest.mark.slow
+def test_ns_train_lite_with_cuda_graph_on_the_cpu_says_why_it_steps_eagerly_and_trains(scene, tmp_path):
+    """`ns-train splat-plus-lite ... --cuda-graph True` as typed, the viewer on (its default): on a machine without
+    CUDA, one line says why the step runs eagerly, and the run trains and saves its checkpoint."""
+    cmd = [
+        console_script("ns-train"),
+        "splat-plus-lite",
+        "--data",
+        str(scene),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--max-num-iterations",
+        "9",  # lite's schedule is a third of the given steps: 3 steps
+        "--cuda-graph",
+        "True",
+        "--machine.device-type",
+        "cpu",  # CI has no GPU; the viewer stays on, on a free local port
+        "--viewer.websocket-host",
+        "127.0.0.1",
+        "--viewer.websocket-port",
+        str(free_port()),
+        "colmap",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("--cuda-graph: the step runs eagerly: it needs a CUDA GPU") == 1, proc.stdout[-3000:]
+    (run_dir,) = _run_dirs(tmp_path / "out")
+    assert list((run_dir / "nerfstudio_models").glob("step-*.ckpt")), "no checkpoint"
+    assert (
+        _model_config(run_dir) is not None
+        and yaml.load((run_dir / "config.yml").read_text(), Loader=yaml.Loader).cuda_graph
+    )
