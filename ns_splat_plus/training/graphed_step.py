@@ -110,6 +110,7 @@ class GraphedForwardBackward:
         self._key: Optional[Tuple[Any, ...]] = None
         self._params: List[torch.nn.Parameter] = []
         self._grads: List[Optional[torch.Tensor]] = []
+        self._storages: List[int] = []  # the Parameters' data pointers: ``p.data = ...`` keeps p, not its memory
         self._inputs: Dict[str, torch.Tensor] = {}
         self._camera: Any = None
         self._batch: Dict[str, Any] = {}
@@ -207,7 +208,9 @@ class GraphedForwardBackward:
         if self.graph is None or self._key is None:
             return "first"
         params = [p for p in self.trainer.pipeline.model.parameters() if p.requires_grad]
-        if len(params) != len(self._params) or any(p is not q for p, q in zip(params, self._params)):
+        if len(params) != len(self._params) or any(
+            p is not q or p.data_ptr() != ptr for p, q, ptr in zip(params, self._params, self._storages)
+        ):
             return "new Parameters"
         if any(p.grad is not g for p, g in zip(params, self._grads)):
             return "gradients reset"
@@ -302,13 +305,15 @@ class GraphedForwardBackward:
             model.isect_capacity = None  # eager renders (evaluation, the viewer, warmup) list tiles as gsplat does
         self.graph = graph
         self._params = params
+        self._storages = [p.data_ptr() for p in params]
         self._grads = [p.grad for p in params]
         self._key = self._baked_in(step, width, height, batch["image"])
 
 
 RECORDING_REASONS = ("first", "new Parameters", "gradients reset", "image size", "downscale", "SH degree", "photo shape",
                      "photo type", "capacity", "train mode", "tiles")  # fmt: skip
-"""Why the step was recorded: the first step; new Parameters (a refine, an opacity reset); gradients an eager step reset; a change of what
+"""Why the step was recorded: the first step; new Parameters or new memory under them (a refine, an opacity
+reset, a restored snapshot); gradients an eager step reset; a change of what
 :meth:`GraphedForwardBackward._baked_in` lists; tiles that did not fit the capacity."""
 _BAKED_IN_NAMES = ("image size", "image size", "downscale", "SH degree", "photo shape", "photo type", "capacity",
                    "train mode")  # fmt: skip

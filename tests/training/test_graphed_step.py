@@ -145,6 +145,7 @@ def _recorded(params, key):
     graphed = graphed_step.GraphedForwardBackward(SimpleNamespace(pipeline=SimpleNamespace(model=model)))
     graphed.graph = object()
     graphed._params = list(params)
+    graphed._storages = [p.data_ptr() for p in params]
     graphed._grads = [p.grad for p in params]
     graphed._key = key
     return graphed
@@ -166,6 +167,9 @@ def test_each_change_of_what_the_recording_baked_in_is_named_as_its_reason():
     graphed = _recorded(params, key)
     params[1].grad = torch.zeros(3)  # an eager step set the gradients to new tensors
     assert graphed._why_record(key) == "gradients reset"
+    graphed = _recorded(params, key)
+    params[1].data = torch.ones(3)  # a restored snapshot: the same Parameter on other memory
+    assert graphed._why_record(key) == "new Parameters"
     graphed = _recorded(params, key)
     params[0] = torch.nn.Parameter(torch.zeros(5))  # a refine or an opacity reset replaced a Parameter
     assert graphed._why_record(key) == "new Parameters"
