@@ -14,6 +14,12 @@ from ns_splat_plus import strategy
 from ns_splat_plus.training import graphed_step
 from ns_splat_plus.training.step import run_training_step
 
+LOSS_TOLERANCE = 1e-5
+GRADIENT_TOLERANCE = 1e-3
+"""The eager step's SH are gsplat's kernel, the recorded step's PyTorch's (upstream.recordable_spherical_harmonics):
+the same formula summed in another order, and the backward adds with atomics. A replay that misses a kernel is off
+by tens of percent (benchmarks/2026-11-29-h200-cuda-graph-first-runs/)."""
+
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 
@@ -56,14 +62,17 @@ def test_a_replayed_step_gives_the_eager_step_s_loss_and_gradients(scene, tmp_pa
         graphed.graph.replay()
         torch.cuda.synchronize()
         assert not bool(graphed._info["isect_overflow"])
-        assert float(graphed._loss) == pytest.approx(eager_loss, rel=1e-6)
+        assert float(graphed._loss) == pytest.approx(eager_loss, rel=LOSS_TOLERANCE)
         for p, g in zip(params, eager):  # gsplat's backward adds with atomics: equal up to the order of the sums
             assert (p.grad is None) == (g is None)
             if g is None:
                 continue
-            assert float((p.grad - g).abs().max()) <= 1e-4 * float(g.abs().max()) + 1e-12
+            assert float((p.grad - g).abs().max()) <= GRADIENT_TOLERANCE * float(g.abs().max()) + 1e-12
         replayed_grad2d = graphed._info["means2d"].grad
-        assert float((replayed_grad2d - eager_grad2d).abs().max()) <= 1e-4 * float(eager_grad2d.abs().max()) + 1e-12
+        assert (
+            float((replayed_grad2d - eager_grad2d).abs().max())
+            <= GRADIENT_TOLERANCE * float(eager_grad2d.abs().max()) + 1e-12
+        )
     finally:
         close_writers()
 
@@ -135,12 +144,12 @@ def test_replays_on_other_cameras_give_each_camera_s_loss_and_gradients(scene, t
             viewmat, camtoworlds, K, _, _ = graphed._camera_inputs(camera)
             assert not graphed.replay(viewmat, camtoworlds, K, batch["image"])
             torch.cuda.synchronize()
-            assert float(graphed._loss) == pytest.approx(loss, rel=1e-5), camera.metadata["cam_idx"]
+            assert float(graphed._loss) == pytest.approx(loss, rel=LOSS_TOLERANCE), camera.metadata["cam_idx"]
             for p, g in zip(params, grads):
                 assert (p.grad is None) == (g is None)
                 if g is not None:
-                    assert float((p.grad - g).abs().max()) <= 1e-4 * float(g.abs().max()) + 1e-12
+                    assert float((p.grad - g).abs().max()) <= GRADIENT_TOLERANCE * float(g.abs().max()) + 1e-12
             replayed = graphed._info["means2d"].grad
-            assert float((replayed - grad2d).abs().max()) <= 1e-4 * float(grad2d.abs().max()) + 1e-12
+            assert float((replayed - grad2d).abs().max()) <= GRADIENT_TOLERANCE * float(grad2d.abs().max()) + 1e-12
     finally:
         close_writers()
