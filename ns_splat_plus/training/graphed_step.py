@@ -43,7 +43,7 @@ from ns_splat_plus.model import cameras as model_cameras
 from ns_splat_plus.model.images import TrainingOutputs
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
-from ns_splat_plus.training.step import optimize, step_schedulers, total_loss
+from ns_splat_plus.training.step import detached, optimize, step_schedulers, total_loss
 from ns_splat_plus.upstream import TrainerLike
 
 CAPACITY_MARGIN = 1.5
@@ -172,7 +172,7 @@ class GraphedForwardBackward:
         trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, list(trainer.optimizers.parameters))
         step_schedulers(trainer, step)
         # detached: a caller that keeps them would keep this recording's autograd graph (see the module)
-        return self._loss.detach(), _detached(self._loss_dict), _detached(metrics_dict)
+        return self._loss.detach(), detached(self._loss_dict), detached(metrics_dict)
 
     def replay(self, viewmat: torch.Tensor, camtoworlds: torch.Tensor, K: torch.Tensor, image: torch.Tensor) -> bool:
         """The recorded forward and backward of the camera (``viewmat`` [1, 4, 4], its inverse
@@ -317,10 +317,6 @@ reset, a restored snapshot); gradients an eager step reset; a change of what
 :meth:`GraphedForwardBackward._baked_in` lists; tiles that did not fit the capacity."""
 _BAKED_IN_NAMES = ("image size", "image size", "downscale", "SH degree", "photo shape", "photo type", "capacity",
                    "train mode")  # fmt: skip
-
-
-def _detached(values: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
 
 
 def _is_capture_error(err: BaseException) -> bool:

@@ -35,7 +35,7 @@ Differences from nerfstudio's loop, and why:
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, cast
+from typing import cast
 
 import torch
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager
@@ -51,7 +51,7 @@ from ns_splat_plus.parallel.config import data_parallel_of
 from ns_splat_plus.training import console, outputs, run_plots
 from ns_splat_plus.training.heap_at_exit import freeze_heap_at_exit
 from ns_splat_plus.training.images.decode import PhotoReadError
-from ns_splat_plus.training.step import run_training_step
+from ns_splat_plus.training.step import detached, run_training_step
 from ns_splat_plus.training.stopping import STOP_TRAINING, StopRequest, TrainingInterrupted
 from ns_splat_plus.upstream import TrainerLike, note_running_time
 
@@ -98,8 +98,8 @@ def train_loop(trainer: TrainerLike) -> None:
                 if log_step:
                     # detached: the same values, without torch's warning about reading a tensor that requires grad
                     writer.put_scalar(name="Train Loss", scalar=loss.detach(), step=step)
-                    writer.put_dict(name="Train Loss Dict", scalar_dict=_detached(loss_dict), step=step)
-                    writer.put_dict(name="Train Metrics Dict", scalar_dict=_detached(metrics_dict), step=step)
+                    writer.put_dict(name="Train Loss Dict", scalar_dict=detached(loss_dict), step=step)
+                    writer.put_dict(name="Train Metrics Dict", scalar_dict=detached(metrics_dict), step=step)
                     if device.type == "cuda":
                         writer.put_scalar(
                             name="GPU Memory (MB)",
@@ -210,8 +210,3 @@ def _stop_on_unreadable_photo(trainer: TrainerLike, step: int, err: PhotoReadErr
             f"moved or damaged after training started; {saved}",
             f"restore the photo (or remove it from the dataset and start a new run), then {again}",
         )
-
-
-def _detached(values: Dict[str, Any]) -> Dict[str, Any]:
-    """``values`` with each tensor detached from autograd (the writers read them as plain numbers)."""
-    return {key: value.detach() if isinstance(value, torch.Tensor) else value for key, value in values.items()}

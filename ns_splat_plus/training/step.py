@@ -85,6 +85,12 @@ def total_loss(loss_dict: Dict[str, torch.Tensor], step: int) -> torch.Tensor:
     return loss
 
 
+def detached(values: Dict[str, Any]) -> Dict[str, Any]:
+    """``values`` with each tensor detached from autograd (the writers read them as plain numbers; a caller
+    that keeps them keeps no autograd graph)."""
+    return {key: value.detach() if isinstance(value, torch.Tensor) else value for key, value in values.items()}
+
+
 def step_schedulers(trainer: TrainerLike, step: int) -> None:
     """After the optimizer update: the gradient scaler's update, then the schedulers (skipped, as
     nerfstudio's, where the scaler lowered its scale: the update was skipped)."""
