@@ -214,8 +214,7 @@ class GraphedForwardBackward:
             return "new Parameters"
         if any(p.grad is not g for p, g in zip(params, self._grads)):
             return "gradients reset"
-        changed = [name for name, old, new in zip(_BAKED_IN_NAMES, self._key, baked_in) if old != new]
-        return changed[0] if changed else None
+        return next((name for name, old, new in zip(_BAKED_IN_NAMES, self._key, baked_in) if old != new), None)
 
     def _forward_backward(self, step: int) -> None:
         model = self.trainer.pipeline.model
