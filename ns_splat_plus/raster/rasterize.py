@@ -79,7 +79,8 @@ def rasterize(
     PyTorch operations (:func:`~ns_splat_plus.upstream.recordable_spherical_harmonics`): gsplat 1.4.0's
     SH kernels launch where a recording does not see them. ``info["isect_overflow"]`` ([] bool,
     on the device) says whether entries were dropped, ``info["isect_count"]`` ([] int64) how many there
-    were. gsplat only, whole images; the reference backend lists no tiles and ignores it.
+    were. gsplat only, whole images; the reference backend lists no tiles and ignores it. With
+    ``sh_degree`` it needs ``camtoworlds``: ``torch.inverse`` cannot run while a graph records.
 
     ``rows``: render the image as horizontal strips [top, bottom) (tile-aligned tops), one after the
     other, with the projection of the whole image: the same pixels with a fraction of the
@@ -87,6 +88,9 @@ def rasterize(
     """
     if backend == "auto":
         backend = "gsplat" if means.is_cuda else "reference"
+    if isect_capacity is not None and sh_degree is not None and camtoworlds is None:
+        raise ValueError("rasterize(isect_capacity=..., sh_degree=...) needs camtoworlds: a CUDA graph cannot record "
+                         "torch.inverse(viewmats)")  # fmt: skip
     if backend == "gsplat":
         _require_cuda(means)
         stages = (

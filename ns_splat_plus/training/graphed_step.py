@@ -10,11 +10,17 @@ fixed capacity (:mod:`ns_splat_plus.raster.fixed_capacity_isect`) instead of gsp
 their count on the host. Per step:
 
 1. the datamanager's camera and photo, as in the eager step;
-2. their view matrix, camera centre, ``K`` and photo copied into the graph's inputs; the replay;
-3. the overflow flag read: the one host read, before anything is updated. A step whose tiles did
-   not fit is recorded again with room for 1.5x its count and replayed;
+2. the previous replay's overflow flag, copied to the host after it: the host waits for that replay
+   alone, so it prepares this step while the GPU still runs the last one's update. Tiles that did not
+   fit are recorded again, now, with room for 1.5x their count;
+3. their view matrix, camera centre, ``K`` and photo copied into the graph's inputs; the replay, and
+   its overflow flag queued for the host;
 4. the PSNR on logging steps, the optimizer update, the schedulers, all eager, as in
    :func:`~ns_splat_plus.training.step.optimize`.
+
+A replay whose tiles did not fit dropped some entries of its render: the graph then zeroes its
+gradients, so the update of that step (rare: one in the 10,000 steps of plush-dog) moves the
+Parameters by the optimizer's momentum alone and densification counts no gradient for it.
 
 The graph is recorded again when what it baked in changes: the Parameters (a refine replaces them),
 their gradients (an eager step resets them), the image size or the downscale, the SH degree, the
@@ -96,7 +102,7 @@ class GraphedForwardBackward:
 
     Call it as the trainer's ``train_iteration``: ``(loss, loss_dict, metrics_dict)`` of ``step``, detached.
     ``recordings`` counts the recordings by why they were made (:data:`RECORDING_REASONS`);
-    ``captures`` is their sum and ``overflows`` their count for tiles that did not fit. ``failure``
+    ``captures`` is their sum; ``overflows`` counts the replays whose tiles did not fit. ``failure``
     names a recording that failed, after which every step is eager.
     """
 
@@ -119,22 +125,23 @@ class GraphedForwardBackward:
         self._loss_dict: Dict[str, torch.Tensor] = {}
         self._info: Dict[str, Any] = {}
         self._eager_sums: Optional[torch.Tensor] = None
+        self.overflows = 0
+        self._overflow_read: Optional[Tuple[torch.cuda.Event, torch.Tensor, torch.Tensor]] = None  # pinned
+        self._overflow_pending = False  # a replay's flag queued and not yet read
 
     @property
     def captures(self) -> int:
         return sum(self.recordings.values())
-
-    @property
-    def overflows(self) -> int:
-        return self.recordings["tiles"]
 
     def summary(self) -> str:
         """One line for the end of training: how often the step was recorded, and why."""
         if self.failure is not None:
             return f"--cuda-graph: {self.failure}"
         reasons = ", ".join(f"{self.recordings[why]} {why}" for why in RECORDING_REASONS if self.recordings[why])
+        dropped = f"; {self.overflows} replays' tiles did not fit (no gradient)" if self.overflows else ""
         return (
-            f"--cuda-graph: {self.captures} recordings of the step ({reasons}); {self.capacity:,} tile slots at the end"
+            f"--cuda-graph: {self.captures} recordings of the step ({reasons}){dropped}; "
+            f"{self.capacity:,} tile slots at the end"
         )
 
     # --- the step --------------------------------------------------------------------------------
@@ -146,17 +153,13 @@ class GraphedForwardBackward:
         model = trainer.pipeline.model
         camera, batch = trainer.pipeline.datamanager.next_train(step)
         viewmat, camtoworlds, K, width, height = self._camera_inputs(camera)
+        overflowed = self._previous_replay_overflowed()
         why = self._why_record(self._baked_in(step, width, height, batch["image"]))
+        why = "tiles" if why is None and overflowed else why
         if why is not None and not self._record(step, camera, batch, why):
             return optimize(trainer, step)  # the datamanager gives the next camera: this step's is skipped
-        for _ in range(4):  # a recording with more room fits: at most a few per run
-            if not self.replay(viewmat, camtoworlds, K, batch["image"]):  # the one host read, before any update
-                break
-            self.largest_count = max(self.largest_count, int(self._info["isect_count"]))
-            if not self._record(step, camera, batch, "tiles"):
-                return optimize(trainer, step)
-        else:
-            raise RuntimeError(f"step {step}: the tile intersections did not fit in {self.capacity} slots four times")
+        self.replay(viewmat, camtoworlds, K, batch["image"])
+        self._queue_overflow_read()
         if self._eager_sums is not None:  # the first replay of a recording, on the recording's camera
             mismatch = replay_mismatch(self._eager_sums, render_sums(self._outputs))
             self._eager_sums = None
@@ -174,17 +177,43 @@ class GraphedForwardBackward:
         # detached: a caller that keeps them would keep this recording's autograd graph (see the module)
         return self._loss.detach(), detached(self._loss_dict), detached(metrics_dict)
 
-    def replay(self, viewmat: torch.Tensor, camtoworlds: torch.Tensor, K: torch.Tensor, image: torch.Tensor) -> bool:
-        """The recorded forward and backward of the camera (``viewmat`` [1, 4, 4], its inverse
+    def replay(self, viewmat: torch.Tensor, camtoworlds: torch.Tensor, K: torch.Tensor, image: torch.Tensor) -> None:
+        """Queue the recorded forward and backward of the camera (``viewmat`` [1, 4, 4], its inverse
         ``camtoworlds``, ``K`` [1, 3, 3]) and its photo ``image`` [H, W, C]: the gradients and
-        ``model.info`` of this step. True where the tiles did not fit (read on the host)."""
+        ``model.info`` of this step, zero gradients where ``info["isect_overflow"]`` says the tiles did not fit."""
         self._inputs["viewmat"].copy_(viewmat)
         self._inputs["camtoworlds"].copy_(camtoworlds)
         self._inputs["K"].copy_(K)
         self._inputs["image"].copy_(image)
         assert self.graph is not None
         self.graph.replay()
-        return bool(self._info["isect_overflow"])
+
+    def _queue_overflow_read(self) -> None:
+        """Copy the replay's overflow flag and tile count to the host behind it, for the next step to read."""
+        if self._overflow_read is None:
+            event = torch.cuda.Event()
+            flag = torch.zeros((), dtype=torch.bool, pin_memory=True)
+            count = torch.zeros((), dtype=torch.int64, pin_memory=True)
+        else:
+            event, flag, count = self._overflow_read
+        flag.copy_(self._info["isect_overflow"], non_blocking=True)
+        count.copy_(self._info["isect_count"], non_blocking=True)
+        event.record()
+        self._overflow_read = (event, flag, count)
+        self._overflow_pending = True
+
+    def _previous_replay_overflowed(self) -> bool:
+        """Whether the last replay's tiles did not fit; waits for that replay only (see the module)."""
+        if not self._overflow_pending or self._overflow_read is None:
+            return False
+        event, flag, count = self._overflow_read
+        self._overflow_pending = False
+        event.synchronize()
+        if not bool(flag):
+            return False
+        self.overflows += 1
+        self.largest_count = max(self.largest_count, int(count))
+        return True
 
     # --- recording -------------------------------------------------------------------------------
 
@@ -223,6 +252,20 @@ class GraphedForwardBackward:
         self._loss = total_loss(self._loss_dict, step)  # the recording camera sees no Gaussian: as eagerly
         self._loss.backward()
         self._info = model.info
+        self._zero_gradients_on_overflow()
+
+    def _zero_gradients_on_overflow(self) -> None:
+        """Recorded after the backward: a render whose tiles did not fit gives no gradient (see the module)."""
+        overflow = self._info.get("isect_overflow")
+        if overflow is None:
+            return
+        keep = (~overflow).to(torch.float32)
+        means2d = self._info.get("means2d")
+        grads = [p.grad for p in self.trainer.pipeline.model.parameters() if p.grad is not None]
+        grads += [getattr(means2d, name, None) for name in ("grad", "absgrad")]
+        for grad in grads:
+            if grad is not None:
+                grad.mul_(keep)
 
     def _run_unrecorded(self, params: List[torch.nn.Parameter], step: int) -> None:
         """The forward and backward once, on a side stream (lazy initialisations happen outside the
@@ -297,9 +340,16 @@ class GraphedForwardBackward:
             self._eager_sums = render_sums(self._outputs)  # what the first replay, on this camera, must render
             self._drop_autograd_graphs()
             graph = torch.cuda.CUDAGraph()
-            # thread_local: the viewer's thread may copy a finished render while this one records
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                self._forward_backward(step)
+            stream = torch.cuda.current_stream()
+            try:
+                # thread_local: the viewer's thread may copy a finished render while this one records
+                with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                    self._forward_backward(step)
+            finally:
+                # torch's graph context leaves its recording stream current where the recording fails
+                # (its __exit__ returns at the failed capture_end before restoring the stream): the eager
+                # steps after would then race gsplat's kernels that launch on the legacy default stream
+                torch.cuda.set_stream(stream)
         finally:
             model.isect_capacity = None  # eager renders (evaluation, the viewer, warmup) list tiles as gsplat does
         self.graph = graph

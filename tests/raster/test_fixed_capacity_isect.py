@@ -187,7 +187,7 @@ def test_gsplats_rasterizer_renders_the_same_pixels_from_the_fixed_buffers():
     (render_a, alpha_a, grads_a), (render_b, alpha_b, grads_b) = results
     assert torch.equal(render_a, render_b) and torch.equal(alpha_a, alpha_b)
     for a, b in zip(grads_a, grads_b):  # the backward's atomic adds may sum in another order
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # measured: 3.9e-7 off, 1 element of 12,000
         assert bool(a.abs().sum() > 0)
 
 

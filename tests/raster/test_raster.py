@@ -359,10 +359,11 @@ def test_the_recordable_render_replays_from_a_cuda_graph_as_it_runs_eagerly():
     kernels on the legacy stream, would leave the recording's numbers)."""
     t, spec = _scene(n=2000, device="cuda")
     static = {k: v.detach().clone().requires_grad_(k not in ("viewmats", "Ks")) for k, v in t.items()}
+    camtoworlds = torch.inverse(static["viewmats"])  # as the trainer: computed outside the recording
 
     def render_and_backward():
         render, alpha, info = rasterize(**static, width=spec.width, height=spec.height, sh_degree=3,
-                                        backend="gsplat", isect_capacity=200_000)  # fmt: skip
+                                        backend="gsplat", isect_capacity=200_000, camtoworlds=camtoworlds)  # fmt: skip
         weights = torch.linspace(0.5, 1.5, render.numel(), device="cuda").reshape(render.shape)
         ((render * weights).sum() + alpha.sum()).backward()
         return render, alpha, info
@@ -381,11 +382,20 @@ def test_the_recordable_render_replays_from_a_cuda_graph_as_it_runs_eagerly():
     with torch.no_grad():
         for name, leaf in static.items():
             leaf.copy_(moved[name])
+        camtoworlds.copy_(torch.inverse(moved["viewmats"]))
     graph.replay()
     torch.cuda.synchronize()
-    eager = _render(moved, spec, "gsplat", mode="RGB", absgrad=False, tight_tiles=False)
+    eager = _render(moved, spec, "gsplat", mode="RGB", absgrad=False)
     assert not bool(recorded[2]["isect_overflow"])
     torch.testing.assert_close(recorded[0], eager[0], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(recorded[1], eager[1], rtol=1e-5, atol=1e-6)
     for name in ("means", "quats", "scales", "opacities", "colors"):  # SH: gsplat's kernel against PyTorch's sums
-        torch.testing.assert_close(static[name].grad, eager[3][name].grad, rtol=1e-3, atol=1e-6)
+        replayed, expected = static[name].grad, eager[3][name].grad  # and atomics: one of 8,000 was 2.2e-3 off
+        assert expected.norm() > 0
+        assert float((replayed - expected).norm() / expected.norm()) < 1e-4, name
+
+
+def test_a_recordable_render_with_spherical_harmonics_asks_for_the_camera_centres():
+    t, spec = _scene()
+    with pytest.raises(ValueError, match="needs camtoworlds"):
+        rasterize(**t, width=spec.width, height=spec.height, sh_degree=3, isect_capacity=1000)

@@ -132,11 +132,13 @@ def test_the_summary_names_each_reason_for_a_recording_and_the_capacity():
     graphed = graphed_step.GraphedForwardBackward(SimpleNamespace())
     graphed.recordings.update({"first": 1, "new Parameters": 45, "SH degree": 3, "tiles": 2})
     graphed.capacity = 123456
-    assert (graphed.captures, graphed.overflows) == (51, 2)
+    assert graphed.captures == 51
     assert graphed.summary() == (
         "--cuda-graph: 51 recordings of the step (1 first, 45 new Parameters, 3 SH degree, 2 tiles); "
         "123,456 tile slots at the end"
     )
+    graphed.overflows = 3
+    assert "; 3 replays' tiles did not fit (no gradient); 123,456 tile slots" in graphed.summary()
 
 
 def _recorded(params, key):
@@ -231,10 +233,26 @@ def test_a_replay_that_renders_other_pixels_than_the_eager_step_gives_the_run_ba
     monkeypatch.setattr(graphed, "_camera_inputs", lambda camera: (None, None, None, 4, 4))
     monkeypatch.setattr(graphed, "_baked_in", lambda *args: ())
     monkeypatch.setattr(graphed, "_why_record", lambda key: None)  # recorded before this step
-    monkeypatch.setattr(graphed, "replay", lambda *args: False)  # no overflow
+    monkeypatch.setattr(graphed, "replay", lambda *args: None)
+    monkeypatch.setattr(graphed, "_queue_overflow_read", lambda: None)  # no overflow: none read
     graphed._eager_sums = graphed_step.render_sums(_render(0.25, 0.5))
     graphed._outputs = _render(0.25 * 1.68, 0.5)  # what the replay rendered
     assert graphed(3) == ("eager", {}, {}) and stepped == [3]
     assert graphed.failure is not None and "rendered other pixels" in graphed.failure and "step 3" in graphed.failure
     assert capsys.readouterr().out.count("rendered other pixels") == 1
     assert graphed(4) == ("eager", {}, {}) and stepped == [3, 4]
+
+
+def test_a_replay_s_overflow_is_read_once_at_the_next_step_with_its_tile_count():
+    graphed = graphed_step.GraphedForwardBackward(SimpleNamespace())
+    waited = []
+    event = SimpleNamespace(synchronize=lambda: waited.append(True))
+    assert not graphed._previous_replay_overflowed()  # nothing replayed yet
+    graphed._overflow_read, graphed._overflow_pending = (event, torch.tensor(False), torch.tensor(900)), True
+    assert not graphed._previous_replay_overflowed() and waited == [True]
+    assert (graphed.overflows, graphed.largest_count) == (0, 0)
+    graphed._overflow_read, graphed._overflow_pending = (event, torch.tensor(True), torch.tensor(1234)), True
+    assert graphed._previous_replay_overflowed()
+    assert (graphed.overflows, graphed.largest_count) == (1, 1234)
+    assert not graphed._previous_replay_overflowed()  # read once: the next step's replay queues the next flag
+    assert graphed.overflows == 1

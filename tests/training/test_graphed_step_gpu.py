@@ -106,6 +106,7 @@ def test_a_step_whose_tiles_do_not_fit_is_recorded_again_with_room(scene, tmp_pa
     graphed = trainer.graphed_step
     assert graphed.failure is None, graphed.failure
     assert graphed.overflows > 0, "every camera had at most the first camera's tile count: no overflow to test"
+    assert graphed.recordings["tiles"] > 0  # read one step late, then recorded with room
     # step 0's opacity reset replaces a Parameter (as gsplat's DefaultStrategy): nothing else records again
     assert set(graphed.recordings) <= {"first", "new Parameters", "tiles"}, dict(graphed.recordings)
     assert graphed.capacity >= graphed.largest_count > 0
@@ -142,8 +143,9 @@ def test_replays_on_other_cameras_give_each_camera_s_loss_and_gradients(scene, t
         graphed._capture(steps[0], *pairs[0])
         for (camera, batch), (loss, grads, grad2d) in zip(pairs, eager):
             viewmat, camtoworlds, K, _, _ = graphed._camera_inputs(camera)
-            assert not graphed.replay(viewmat, camtoworlds, K, batch["image"])
+            graphed.replay(viewmat, camtoworlds, K, batch["image"])
             torch.cuda.synchronize()
+            assert not bool(graphed._info["isect_overflow"])
             assert float(graphed._loss) == pytest.approx(loss, rel=LOSS_TOLERANCE), camera.metadata["cam_idx"]
             for p, g in zip(params, grads):
                 assert (p.grad is None) == (g is None)
@@ -151,5 +153,64 @@ def test_replays_on_other_cameras_give_each_camera_s_loss_and_gradients(scene, t
                     assert float((p.grad - g).abs().max()) <= GRADIENT_TOLERANCE * float(g.abs().max()) + 1e-12
             replayed = graphed._info["means2d"].grad
             assert float((replayed - grad2d).abs().max()) <= GRADIENT_TOLERANCE * float(grad2d.abs().max()) + 1e-12
+    finally:
+        close_writers()
+
+
+def test_a_recording_cuda_refuses_leaves_the_stream_as_it_was(scene, tmp_path, monkeypatch):
+    """torch's graph context returns at a failed capture_end without restoring the stream it made current; eager
+    steps left on it would race gsplat's SH kernels, which launch on the legacy default stream."""
+    forward_backward = graphed_step.GraphedForwardBackward._forward_backward
+
+    def refused_while_recording(self, step):
+        forward_backward(self, step)
+        if torch.cuda.is_current_stream_capturing():
+            torch.cuda.synchronize()  # not allowed while a stream records: CUDA refuses the recording
+
+    monkeypatch.setattr(graphed_step.GraphedForwardBackward, "_forward_backward", refused_while_recording)
+    trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=6, cuda_graph=True))
+    before = torch.cuda.current_stream()
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    graphed = trainer.graphed_step
+    assert graphed.failure is not None and "recording the step failed" in graphed.failure, graphed.failure
+    assert graphed.captures == 0
+    assert torch.cuda.current_stream() == before
+    assert all(torch.isfinite(p).all() for p in trainer.pipeline.model.parameters())
+
+
+def test_a_replay_whose_tiles_do_not_fit_gives_no_gradient(scene, tmp_path, monkeypatch):
+    """Its render dropped entries; the step's update must not follow that render's gradients (graphed_step's module)."""
+    monkeypatch.setattr(graphed_step, "CAPACITY_MARGIN", 1.0)  # room for the recording camera's count only
+    monkeypatch.setattr(graphed_step, "CAPACITY_SLACK", 0)
+    trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False))
+    try:
+        for step in range(12):
+            run_training_step(trainer, step)
+        model = trainer.pipeline.model
+        trainer.pipeline.train()
+        params = [p for p in model.parameters() if p.requires_grad]
+        pairs = []
+        for step in range(12, 26):
+            camera, batch = trainer.pipeline.datamanager.next_train(step)
+            pairs.append((camera, dict(batch, image=batch["image"].clone())))  # the prefetcher reuses its buffers
+        graphed = graphed_step.GraphedForwardBackward(trainer)
+        model.step = 12
+        graphed._capture(12, *pairs[0])
+        overflowed = fitted = 0
+        for camera, batch in pairs:
+            viewmat, camtoworlds, K, _, _ = graphed._camera_inputs(camera)
+            graphed.replay(viewmat, camtoworlds, K, batch["image"])
+            grads = [p.grad for p in params if p.grad is not None] + [graphed._info["means2d"].grad]
+            if bool(graphed._info["isect_overflow"]):
+                overflowed += 1
+                assert all(not bool(g.any()) for g in grads)
+            else:
+                fitted += 1
+                assert any(bool(g.any()) for g in grads)
+        assert overflowed > 0, "no camera had more tile entries than the recording camera"
+        assert fitted > 0
     finally:
         close_writers()
