@@ -74,12 +74,12 @@ class SplatPlusTrainerConfig(TrainerConfig):
     None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
     cuda_graph: bool = False
     """Replay each training step's forward and backward from a CUDA graph (docs/speed-and-memory.md): far
-    less host work per step, for runs whose step the host sets (splat-plus-lite). One process, one camera
-    per step, no camera optimizer, bilateral grid, masks or mixed precision; elsewhere the step runs
-    eagerly and start-up says why. Experimental, off by default: its first GPU runs replayed wrong numbers
-    (gsplat's SH kernels were not recorded; the recorded render now computes SH in PyTorch, not yet re-run
-    on a GPU). The first replay of each recording is checked against the eager render; where they differ,
-    the run steps eagerly from there, with one line saying so."""
+    less host work per step, for runs whose step the host sets (splat-plus-lite: 3.2 against 5.0 ms per
+    step on plush-dog). One process, one camera per step, no camera optimizer, bilateral grid, masks or
+    mixed precision; elsewhere the step runs eagerly and start-up says why. Experimental, off by default:
+    its PSNR against the eager step's is not settled (benchmarks/2026-11-29-h200-cuda-graph-lite/). The
+    first replay of each recording is checked against the eager render; where they differ, or where CUDA
+    refuses a recording, the run steps eagerly from there, with one line saying so."""
     print_config: bool = False
     """Print the whole configuration at start-up (it is always saved as config.yml in the run directory)."""
 
