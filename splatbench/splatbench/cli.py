@@ -163,6 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=None, help="seconds before a child process is stopped")
     parser.add_argument("--no-prebuild", action="store_true",
                         help="do not build gsplat's CUDA extension before the runs (CUDA only)")  # fmt: skip
+    parser.add_argument("--warm-caches", action="store_true",
+                        help="before the runs, start each method's training once on one GPU and end it after its "
+                             "first step: what a first process compiles and caches on disk (Triton's kernels for "
+                             "every image size the warmup visits, the driver's) is then there for every timed run, "
+                             "whichever runs first; their walls are reported as the cold starts")  # fmt: skip
     parser.add_argument("--no-compile-bytecode", action="store_true",
                         help="where nerfstudio has no Python bytecode on disk, do not compile it before the runs "
                              "(every process then compiles its imports at start-up)")  # fmt: skip
@@ -232,6 +237,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
         force_multi_gpu=args.force_multi_gpu,
         prebuild_gsplat=not args.no_prebuild,
         compile_bytecode=not args.no_compile_bytecode,
+        warm_caches=args.warm_caches,
         reference=args.reference,
         lpips_standin=not args.no_lpips_standin,
         repeats=args.repeats,

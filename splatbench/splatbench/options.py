@@ -36,6 +36,10 @@ SKIP_ENV = "NS_SPLAT_PLUS_BENCH_SKIP_STEPS"
 EVAL_MEMORY_ENV = "NS_SPLAT_PLUS_BENCH_EVAL_MEMORY"
 """1: peak device memory of training and of in-training evaluation in separate windows
 (splat-plus's memory tracker; used by scripts/measure_eval_memory.py)."""
+STOP_AFTER_STEPS_ENV = "NS_SPLAT_PLUS_BENCH_STOP_AFTER_STEPS"
+"""N > 0: the process ends right after its N-th training step, writing nothing more (the benchmark's
+--warm-caches runs: start-up, warmup at every image size and the first steps compile what later runs load
+from disk)."""
 PROGRESS_PREFIX = "[bench]"
 OPTION_ENVS = (
     TOGGLE_ENV,
@@ -45,6 +49,7 @@ OPTION_ENVS = (
     GPU_BUSY_EVERY_ENV,
     SKIP_ENV,
     EVAL_MEMORY_ENV,
+    STOP_AFTER_STEPS_ENV,
 )
 
 
@@ -64,6 +69,7 @@ class ProbeOptions:
     gpu_busy_every: int = 0
     skip_steps: int = 0
     eval_memory: bool = False
+    stop_after_steps: int = 0
     # per-section host timers (scripts/profile_step.py): the folder for profile.rank<k>.json, or None
     sections_out: Optional[str] = None
     sections_skip: int = 200
@@ -91,6 +97,7 @@ class ProbeOptions:
             gpu_busy_every=_int_env(GPU_BUSY_EVERY_ENV),
             skip_steps=_int_env(SKIP_ENV),
             eval_memory=_int_env(EVAL_MEMORY_ENV) > 0,
+            stop_after_steps=_int_env(STOP_AFTER_STEPS_ENV),
         )
 
     def env(self) -> Dict[str, str]:
@@ -110,4 +117,6 @@ class ProbeOptions:
             out[SKIP_ENV] = str(self.skip_steps)
         if self.eval_memory:
             out[EVAL_MEMORY_ENV] = "1"
+        if self.stop_after_steps:
+            out[STOP_AFTER_STEPS_ENV] = str(self.stop_after_steps)
         return out

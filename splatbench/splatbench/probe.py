@@ -32,6 +32,7 @@ directory (train) or beside the ns-eval output (eval).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
-from splatbench.options import TOGGLE_ENV, ProbeOptions
+from splatbench.options import PROGRESS_PREFIX, TOGGLE_ENV, ProbeOptions
 from splatbench.per_image import record_per_image
 from splatbench.recorder import (
     StepRecorder,
@@ -120,6 +121,25 @@ def probe_trainer_class(base: type) -> type:
                 self.callbacks.append(callback(after, self.bench_gpu_busy.end))
             if options.toggle_every > 0:
                 self.bench_recorder.mode_fn = self._bench_toggler(options.toggle_every)
+            if options.stop_after_steps > 0:
+                self.callbacks.append(callback(after, self._bench_stopper(options.stop_after_steps)))
+
+        def _bench_stopper(self, steps: int) -> Callable[[int], None]:
+            """Ends the process after ``steps`` training steps: what they compiled is on disk by then, and
+            nothing of the run is kept (no checkpoint, no probe JSON; the viewer and writers just stop)."""
+            done = [0]
+
+            def stop(step: int) -> None:
+                done[0] += 1
+                if done[0] < steps:
+                    return
+                if torch.device(self.device).type == "cuda":
+                    torch.cuda.synchronize()  # the steps' kernels ran, not only were launched
+                print(f"{PROGRESS_PREFIX} stopping after {steps} training step(s) at step {step}", flush=True)
+                sys.stderr.flush()
+                os._exit(0)
+
+            return stop
 
         def _bench_toggler(self, every: int) -> Callable[[int], bool]:
             """Switches splat-plus's instrumentation (strategy records and optimizer checks, what

@@ -380,6 +380,21 @@ def _provenance_lines(results: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _cache_warm_lines(results: Dict[str, Any]) -> List[str]:
+    """--warm-caches: the runs before the timed ones, with their process walls (the cold starts)."""
+    warm = results.get("cache_warm_runs")
+    if not warm:
+        return []
+    walls = ", ".join(
+        f"`{w['method']}` {w['process_wall_s']:.1f} s" + ("" if w["reached_first_step"] else " (no first step)")
+        for w in warm
+    )
+    return [
+        "- caches warmed first (--warm-caches): each method's training started once and ended after its first "
+        f"step, before every run here; their process walls (the cold starts): {walls}"
+    ]
+
+
 def markdown_report(results: Dict[str, Any]) -> str:
     settings = results.get("settings", {})
     env = results.get("environment") or {}
@@ -395,6 +410,7 @@ def markdown_report(results: Dict[str, Any]) -> str:
         paths = ", ".join(f"`{p}`" for p in settings["data_paths"])
         out.append(f"- scene data: one dataset, copied to {paths} by the merged commands (--data-copies)")
     out += _provenance_lines(results)
+    out += _cache_warm_lines(results)
     if has_repeats(results):
         out += ["", summary_table(results)]
     out += ["", markdown_table(results)]

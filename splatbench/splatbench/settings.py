@@ -60,6 +60,8 @@ class BenchmarkSettings:
     force_multi_gpu: bool = False
     prebuild_gsplat: bool = True
     compile_bytecode: bool = True  # where nerfstudio has no bytecode on disk, compile it before the first run
+    # before the runs, each method's training once, ended after its first step (splatbench.runner.warm_caches)
+    warm_caches: bool = False
     reference: Optional[str] = None  # method the others are compared with (default: splatfacto if listed)
     scene_name: Optional[str] = None
     lpips_standin: bool = True  # let methods that need AlexNet at construction start offline (LPIPS then null)

@@ -11,7 +11,7 @@ import shutil
 import statistics
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -1786,3 +1786,64 @@ def test_the_benchmark_compiles_missing_bytecode_before_its_first_run(compile_fi
     flag = ["--methods", "splat-plus", "--scene-args", "--data scene colmap", "--no-compile-bytecode"]
     assert cli.settings_from_args(cli.build_parser().parse_args(flag)).compile_bytecode is False
     assert cli.settings_from_args(cli.build_parser().parse_args(flag[:-1])).compile_bytecode is True
+
+
+def test_warm_caches_trains_each_method_once_to_its_first_step_before_any_run(tmp_path, monkeypatch):
+    """--warm-caches: one training child per method (a variant included), on the timed runs' schedule, told to stop
+    after its first step, all before the first timed run; nothing of them is kept but their walls; a method whose
+    warm-up run fails is reported and the runs still go on."""
+    from splatbench.options import STOP_AFTER_STEPS_ENV
+
+    out = tmp_path / "out"
+    settings = BenchmarkSettings(methods=["splat-plus", "graphed"], variants={"graphed": "splat-plus --cuda-graph True"},
+                                 steps=500, device_type="cpu", lpips_standin=False, warm_caches=True,
+                                 scene_args="--data scene colmap")  # fmt: skip
+    order = []
+
+    def fake_child(command, log_path, env, timeout_s, label):
+        order.append((label, env.get(STOP_AFTER_STEPS_ENV)))
+        if label.endswith("-warm"):
+            assert command[command.index("--max-num-iterations") + 1] == "500"  # the warmup visits the run's sizes
+            run_dir = Path(command[command.index("--output-dir") + 1])
+            assert run_dir.is_dir() and run_dir.parent == out / "warm"
+            (run_dir / "left-over").write_text("x")
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            failed = "--cuda-graph" in command
+            log_path.write_text(
+                "Traceback\nRuntimeError: no GPU\n"
+                if failed
+                else "[bench] stopping after 1 training step(s) at step 0\n"
+            )
+            return children.ChildResult(1 if failed else 0, 4.25, False, log_path)
+        return _fake_two_step_child(command, log_path, env)
+
+    monkeypatch.setattr(children, "run_child", fake_child)
+    results = runner.run_benchmark(settings, out)
+    assert order[:2] == [("splat-plus-warm", "1"), ("graphed-warm", "1")]  # first, and told to stop
+    assert [stop for _, stop in order[2:]] == [None] * (len(order) - 2)  # the runs train their whole schedule
+    assert [(w["method"], w["process_wall_s"], w["reached_first_step"]) for w in results["cache_warm_runs"]] == [
+        ("splat-plus", 4.25, True), ("graphed", 4.25, False)]  # fmt: skip
+    assert [r["status"] for r in results["runs"]] == ["ok", "ok"]
+    assert not (out / "warm" / "splat-plus").exists() and not (out / "warm" / "graphed").exists()
+    assert json.loads((out / "results.json").read_text())["cache_warm_runs"] == results["cache_warm_runs"]
+    assert "`splat-plus` 4.2 s, `graphed` 4.2 s (no first step)" in (out / "results.md").read_text()
+    plain = runner.run_benchmark(replace(settings, warm_caches=False), tmp_path / "plain")
+    assert "cache_warm_runs" not in plain and "caches warmed" not in (tmp_path / "plain" / "results.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_probe_told_to_stop_after_its_first_step_ends_there_and_keeps_nothing(tmp_path):
+    """What --warm-caches runs: the real probe on the CPU stops after one training step, exit status 0, before the
+    probe JSON and any checkpoint are written."""
+    from splatbench.options import PROBE_OUT_ENV, STOP_AFTER_STEPS_ENV
+
+    scene = _small_scene(tmp_path)
+    env = dict(os.environ, **{STOP_AFTER_STEPS_ENV: "1", PROBE_OUT_ENV: str(tmp_path / "probe.json")})
+    command = [sys.executable, "-m", PROBE_MODULE, "train", "splat-plus", "--output-dir", str(tmp_path / "run"),
+               "--max-num-iterations", "40", "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
+               "--machine.device-type", "cpu", "--data", str(scene), "colmap"]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "[bench] stopping after 1 training step(s) at step 0" in proc.stdout
+    assert not (tmp_path / "probe.json").exists()
+    assert not list((tmp_path / "run").rglob("*.ckpt"))
