@@ -256,3 +256,22 @@ def test_a_replay_s_overflow_is_read_once_at_the_next_step_with_its_tile_count()
     assert (graphed.overflows, graphed.largest_count) == (1, 1234)
     assert not graphed._previous_replay_overflowed()  # read once: the next step's replay queues the next flag
     assert graphed.overflows == 1
+
+
+@pytest.mark.parametrize("other_reason", [None, "new Parameters"])
+def test_a_step_after_an_overflowed_replay_records_again_before_it_replays(monkeypatch, other_reason):
+    """The flag read at the next step (graphed_step's module): that step records with room first ("tiles", unless
+    it records for another reason anyway), and its camera is replayed only from the new recording."""
+    events = []
+    datamanager = SimpleNamespace(next_train=lambda step: ("camera", {"image": None}))
+    trainer = SimpleNamespace(pipeline=SimpleNamespace(model=SimpleNamespace(info={}), datamanager=datamanager))
+    graphed = graphed_step.GraphedForwardBackward(trainer)
+    monkeypatch.setattr(graphed, "_camera_inputs", lambda camera: (None, None, None, 4, 4))
+    monkeypatch.setattr(graphed, "_baked_in", lambda *args: ())
+    monkeypatch.setattr(graphed, "_why_record", lambda key: other_reason)
+    monkeypatch.setattr(graphed, "_previous_replay_overflowed", lambda: events.append("flag read") or True)
+    monkeypatch.setattr(graphed, "_record", lambda step, camera, batch, why: events.append(why) or False)  # refused
+    monkeypatch.setattr(graphed, "replay", lambda *args: events.append("replay"))
+    monkeypatch.setattr(graphed_step, "optimize", lambda trainer, step: ("eager", {}, {}))
+    assert graphed(7) == ("eager", {}, {})  # a refused recording: this step eager, nothing replayed
+    assert events == ["flag read", other_reason or "tiles"]
