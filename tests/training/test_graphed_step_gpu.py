@@ -37,6 +37,20 @@ def _cuda_config(scene, out, steps, cuda_graph):
     return config
 
 
+def _stepped_with_next_cameras(scene, tmp_path, cameras: int):
+    """A trainer stepped eagerly through steps 0-11, in train mode, and the (camera, batch) of the
+    next ``cameras`` steps, 12 on, their photos copied (the prefetcher reuses its buffers)."""
+    trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False))
+    for step in range(12):
+        run_training_step(trainer, step)
+    trainer.pipeline.train()
+    pairs = []
+    for step in range(12, 12 + cameras):
+        camera, batch = trainer.pipeline.datamanager.next_train(step)
+        pairs.append((camera, dict(batch, image=batch["image"].clone())))
+    return trainer, pairs
+
+
 def test_a_replayed_step_gives_the_eager_step_s_loss_and_gradients(scene, tmp_path):
     trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False))
     try:
@@ -115,18 +129,11 @@ def test_a_step_whose_tiles_do_not_fit_is_recorded_again_with_room(scene, tmp_pa
 def test_replays_on_other_cameras_give_each_camera_s_loss_and_gradients(scene, tmp_path):
     """One recording, replayed on five cameras: each replay must compute what the eager step computes for that
     camera and its photo (nothing of the recording camera baked in)."""
-    trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False))
     try:
-        for step in range(12):
-            run_training_step(trainer, step)
+        trainer, pairs = _stepped_with_next_cameras(scene, tmp_path, 5)
         model = trainer.pipeline.model
-        trainer.pipeline.train()
         params = [p for p in model.parameters() if p.requires_grad]
         steps = list(range(12, 17))
-        pairs = []
-        for step in steps:
-            camera, batch = trainer.pipeline.datamanager.next_train(step)
-            pairs.append((camera, dict(batch, image=batch["image"].clone())))  # the prefetcher reuses its buffers
         assert len({int(camera.metadata["cam_idx"]) for camera, _ in pairs}) > 1
         eager = []
         for step, (camera, batch) in zip(steps, pairs):
@@ -185,17 +192,10 @@ def test_a_replay_whose_tiles_do_not_fit_gives_no_gradient(scene, tmp_path, monk
     """Its render dropped entries; the step's update must not follow that render's gradients (graphed_step's module)."""
     monkeypatch.setattr(graphed_step, "CAPACITY_MARGIN", 1.0)  # room for the recording camera's count only
     monkeypatch.setattr(graphed_step, "CAPACITY_SLACK", 0)
-    trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False))
     try:
-        for step in range(12):
-            run_training_step(trainer, step)
+        trainer, pairs = _stepped_with_next_cameras(scene, tmp_path, 14)
         model = trainer.pipeline.model
-        trainer.pipeline.train()
         params = [p for p in model.parameters() if p.requires_grad]
-        pairs = []
-        for step in range(12, 26):
-            camera, batch = trainer.pipeline.datamanager.next_train(step)
-            pairs.append((camera, dict(batch, image=batch["image"].clone())))  # the prefetcher reuses its buffers
         graphed = graphed_step.GraphedForwardBackward(trainer)
         model.step = 12
         graphed._capture(12, *pairs[0])
