@@ -12,7 +12,7 @@ train), and their timing figures are discarded.
 ``first_repeat`` numbers a command's repeats from K, so that repeats made by separate commands (on
 separate machines: the timing runs in one, the quality repeats in another) combine with
 :func:`splatbench.merge.merge_results` into one report. ``warm_caches``: before all of it, each method's
-training once, ended after its first step (:func:`warm_caches`).
+training once, ended after its first step (:func:`splatbench.cache_warming.warm_caches`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from splatbench import children
+from splatbench import cache_warming, children
 from splatbench.document import results_document
-from splatbench.options import PROGRESS_PREFIX, STOP_AFTER_STEPS_ENV
 from splatbench.outputs import write_outputs, write_results
 from splatbench.peer import peer_command, read_peer_results
 from splatbench.ply_export import export_run
@@ -409,7 +408,7 @@ def run_benchmark(
         _compile_bytecode_once(settings)
     if settings.device_type == "cuda" and settings.prebuild_gsplat:
         children.prebuild_gsplat(out_dir, settings.timeout_s)
-    warm = warm_caches(settings, out_dir) if settings.warm_caches else None
+    warm = cache_warming.warm_caches(settings, out_dir, train_command) if settings.warm_caches else None
     runs: List[Dict[str, Any]] = []
     for index, batch in enumerate(batches, 1):
         log(f"batch {index}/{len(batches)}: {tags[index - 1]}")
@@ -446,38 +445,6 @@ def _compile_bytecode_once(settings: BenchmarkSettings) -> None:
         f"bytecode compiled in {seconds:.0f} s"
         + ("" if ok else " (some files did not compile: compileall listed them above)")
     )
-
-
-def warm_caches(settings: BenchmarkSettings, out_dir: Path) -> List[Dict[str, Any]]:
-    """--warm-caches: each method's training started once on one GPU and ended after its first step
-    (``ProbeOptions.stop_after_steps``), before any timed run. A method's first process on a machine compiles
-    what later ones load from disk (Triton's kernels for each image size the warmup renders, the driver's
-    cache); without this, the first timed run pays it for every run after it. One record per method: its
-    process wall (the cold start) and whether it reached its first step; nothing of the run is kept."""
-    records = []
-    for method in settings.methods:
-        if method in settings.peers:
-            continue
-        run_dir = out_dir / "warm" / method
-        shutil.rmtree(run_dir, ignore_errors=True)
-        run_dir.mkdir(parents=True)
-        standin = children.lpips_standin_home(out_dir) if children.uses_lpips_standin(settings, method) else None
-        env = children.child_env(settings, 1, run_dir / "probe.json", standin, settings.nerfstudio_method(method))
-        env[STOP_AFTER_STEPS_ENV] = "1"
-        log(f"{method}: warming caches (its training, ended after the first step)")
-        child = children.run_child(train_command(settings, method, 1, run_dir), out_dir / "logs" / f"{method}.warm.log",
-                                   env, settings.timeout_s, f"{method}-warm")  # fmt: skip
-        text = child.log_path.read_text(errors="replace") if child.log_path.is_file() else ""
-        stopped = child.returncode == 0 and not child.timed_out and f"{PROGRESS_PREFIX} stopping after" in text
-        records.append({"method": method, "process_wall_s": child.wall_s, "reached_first_step": stopped,
-                        "log": str(child.log_path)})  # fmt: skip
-        if stopped:
-            log(f"{method}: caches warm ({child.wall_s:.0f} s, its cold start)")
-        else:
-            reason = "timed out" if child.timed_out else children.failure_reason(child.log_path)
-            log(f"{method}: the cache-warming run did not reach its first step ({reason}); the runs go on")
-        shutil.rmtree(run_dir, ignore_errors=True)
-    return records
 
 
 def _keep_partial(
