@@ -163,11 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=None, help="seconds before a child process is stopped")
     parser.add_argument("--no-prebuild", action="store_true",
                         help="do not build gsplat's CUDA extension before the runs (CUDA only)")  # fmt: skip
-    parser.add_argument("--warm-caches", action="store_true",
+    parser.add_argument("--warm-caches", action=argparse.BooleanOptionalAction, default=None,
                         help="before the runs, start each method's training once on one GPU and end it after its "
                              "first step: what a first process compiles and caches on disk (Triton's kernels for "
                              "every image size the warmup visits, the driver's) is then there for every timed run, "
-                             "whichever runs first; their walls are reported as the cold starts")  # fmt: skip
+                             "whichever runs first; their walls are reported as the cold starts (default: on with "
+                             "--device-type cuda, off on the CPU)")  # fmt: skip
     parser.add_argument("--no-compile-bytecode", action="store_true",
                         help="where nerfstudio has no Python bytecode on disk, do not compile it before the runs "
                              "(every process then compiles its imports at start-up)")  # fmt: skip

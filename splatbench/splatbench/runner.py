@@ -408,7 +408,7 @@ def run_benchmark(
         _compile_bytecode_once(settings)
     if settings.device_type == "cuda" and settings.prebuild_gsplat:
         children.prebuild_gsplat(out_dir, settings.timeout_s)
-    warm = cache_warming.warm_caches(settings, out_dir, train_command) if settings.warm_caches else None
+    warm = cache_warming.warm_caches(settings, out_dir, train_command) if settings.warms_caches else None
     runs: List[Dict[str, Any]] = []
     for index, batch in enumerate(batches, 1):
         log(f"batch {index}/{len(batches)}: {tags[index - 1]}")

@@ -60,8 +60,9 @@ class BenchmarkSettings:
     force_multi_gpu: bool = False
     prebuild_gsplat: bool = True
     compile_bytecode: bool = True  # where nerfstudio has no bytecode on disk, compile it before the first run
-    # before the runs, each method's training once, ended after its first step (splatbench.runner.warm_caches)
-    warm_caches: bool = False
+    # before the runs, each method's training once, ended after its first step (splatbench.cache_warming);
+    # None: on CUDA (Triton's and the driver's disk caches), off on the CPU (nothing of the kind to warm)
+    warm_caches: Optional[bool] = None
     reference: Optional[str] = None  # method the others are compared with (default: splatfacto if listed)
     scene_name: Optional[str] = None
     lpips_standin: bool = True  # let methods that need AlexNet at construction start offline (LPIPS then null)
@@ -76,6 +77,11 @@ class BenchmarkSettings:
     gpu_busy_start: Optional[int] = None  # first profiled step (default: centred on the timed steps)
     gpu_busy_at: Optional[float] = None  # the window at this fraction of each run's own steps
     gpu_busy_every: int = 0  # > 0: a profiled window every N steps (scripts/gaussian_scaling.py)
+
+    @property
+    def warms_caches(self) -> bool:
+        """Whether the runs start with --warm-caches's (``warm_caches``, else on CUDA only)."""
+        return self.device_type == "cuda" if self.warm_caches is None else self.warm_caches
 
     @property
     def effective_skip(self) -> int:

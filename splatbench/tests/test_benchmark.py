@@ -1827,8 +1827,22 @@ def test_warm_caches_trains_each_method_once_to_its_first_step_before_any_run(tm
     assert not (out / "warm" / "splat-plus").exists() and not (out / "warm" / "graphed").exists()
     assert json.loads((out / "results.json").read_text())["cache_warm_runs"] == results["cache_warm_runs"]
     assert "`splat-plus` 4.2 s, `graphed` 4.2 s (no first step)" in (out / "results.md").read_text()
-    plain = runner.run_benchmark(replace(settings, warm_caches=False), tmp_path / "plain")
+    plain = runner.run_benchmark(replace(settings, warm_caches=None), tmp_path / "plain")  # the CPU's default: off
     assert "cache_warm_runs" not in plain and "caches warmed" not in (tmp_path / "plain" / "results.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "flags, warms",
+    [
+        ([], True),
+        (["--device-type", "cpu"], False),
+        (["--no-warm-caches"], False),
+        (["--device-type", "cpu", "--warm-caches"], True),
+    ],  # fmt: skip
+)
+def test_caches_are_warmed_by_default_on_cuda_only(flags, warms):
+    args = cli.build_parser().parse_args(["--methods", "splat-plus", "--scene-args", "--data scene colmap", *flags])
+    assert cli.settings_from_args(args).warms_caches is warms
 
 
 @pytest.mark.slow
