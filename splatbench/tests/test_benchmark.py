@@ -487,6 +487,7 @@ def test_benchmark_cpu_end_to_end(tmp_path):
         sys.executable, str(REPO / "scripts" / "benchmark.py"),
         "--device-type", "cpu", "--steps", str(steps), "--skip-steps", "20", "--timeout", "300",
         "--methods", "splat-plus", "splatfacto", "--gpu-busy-steps", "10", "--gpu-busy-at", "0.5", "--export-ply",
+        "--warm-caches",  # on by default with CUDA only: here the real warm-up runs, before the timed ones
         "--scene-args", f"--data {scene} colmap",
         "--train-args", "--pipeline.model.num-downscales 0 --pipeline.model.warmup-length 20 "
         "--pipeline.model.refine-every 20",
@@ -533,6 +534,11 @@ def test_benchmark_cpu_end_to_end(tmp_path):
 
     theirs = runs["splatfacto"]
     assert theirs["status"] == "failed" and theirs["error"] and theirs["psnr"] is None
+    # --warm-caches: splat-plus's process ended after its first step; splatfacto's never got there (no CUDA)
+    warm = {w["method"]: w for w in results["cache_warm_runs"]}
+    assert warm["splat-plus"]["reached_first_step"] and not warm["splatfacto"]["reached_first_step"]
+    assert "stopping after 1 training step(s)" in Path(warm["splat-plus"]["log"]).read_text()
+    assert not list((out / "warm").iterdir())  # nothing of them kept
 
     markdown = (out / "results.md").read_text()
     assert "| `splat-plus` | 1 | ok |" in markdown and "| `splatfacto` | 1 | failed" in markdown
