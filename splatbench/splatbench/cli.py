@@ -49,7 +49,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Optional, Sequence
 
-from splatbench.merge import merge_results, only_methods
+from splatbench.merge import merge_results, only_methods, with_reference
 from splatbench.outputs import write_outputs
 from splatbench.peer import check_template
 from splatbench.report import markdown_table
@@ -178,7 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not give methods that download AlexNet at construction (splatfacto) stand-in weights offline",
     )
     parser.add_argument("--force-multi-gpu", action="store_true", help="also try methods not known to run on W>1")
-    parser.add_argument("--reference", default=None, help="method the others are compared with")
+    parser.add_argument(
+        "--reference", default=None, help="method the others are compared with (with --from-json: instead of the first file's)"
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -276,6 +278,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 if len(parts) == 1
                 else merge_results(parts, sources, command, args.renumber_repeats, args.data_copies)
             )
+            if args.reference:  # else the first file's reference
+                results = with_reference(results, args.reference)
         except ValueError as error:
             raise SystemExit(f"--from-json: {error}") from None
         write_outputs(results, args.out, readme_plot_base=args.readme_relative_to)

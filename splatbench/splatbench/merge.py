@@ -1,6 +1,7 @@
 """Several benchmark commands' ``results.json`` of one comparison pooled into one (``--from-json``).
 
-Entry point: :func:`merge_results`; :func:`only_methods` selects some methods' runs of a file first.
+Entry point: :func:`merge_results`; :func:`only_methods` selects some methods' runs of a file first, and
+:func:`with_reference` compares them with another method than the first file's reference.
 Repeats made by separate commands (the timing runs on one machine, the quality repeats on another)
 pool only where they ran the same experiment and, for each method, the same ns-splat-plus source
 (:func:`check_one_source`): never runs of different code.
@@ -14,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from splatbench.document import results_document
 from splatbench.results import discard_timing
 from splatbench.settings import SOURCE_DIGEST_KEY, run_tag
-from splatbench.stats import group_runs
+from splatbench.stats import group_runs, summarize_repeats
 
 
 def source_digests(runs: List[Dict[str, Any]]) -> List[str]:
@@ -68,6 +69,15 @@ def only_methods(results: Dict[str, Any], methods: List[str]) -> Dict[str, Any]:
         settings, runs, results.get("reference_method"), results.get("environment"), created=results.get("created"),
         finished=results.get("finished"), command=results.get("command"), scene=results.get("scene"),
     )  # fmt: skip
+
+
+def with_reference(results: Dict[str, Any], reference: str) -> Dict[str, Any]:
+    """``results`` compared with ``reference`` instead of the reference its command had (a merge's
+    ``--reference``): the summary's differences of means are recomputed; a method it does not run is refused."""
+    methods = results.get("settings", {}).get("methods", [])
+    if reference not in methods:
+        raise ValueError(f"--reference {reference}: the results run {', '.join(methods)}")
+    return results | {"reference_method": reference, "summary": summarize_repeats(results["runs"], reference)}
 
 
 def split_data_path(scene_args: str) -> Tuple[Optional[str], str]:

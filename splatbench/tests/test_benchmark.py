@@ -1490,6 +1490,34 @@ def test_merge_refuses_to_pool_a_method_trained_from_two_sources(tmp_path):
         cli.main(["--from-json", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(tmp_path / "m")])
 
 
+def test_a_merge_compares_with_the_reference_it_is_given(tmp_path):
+    """--from-json A B --reference M: the differences of means are against M, not the first file's reference
+    (the timed command's, often splatfacto); a method no file runs is refused."""
+    timed = {**fake_results(), "runs": [
+        _run("splat-plus", 1, repeat=1, psnr=27.0, train_wall_s=30.0, step_time_ms_median=6.0),
+        _run("splatfacto", 1, repeat=1, psnr=26.0, train_wall_s=33.0, step_time_ms_median=7.0)]}  # fmt: skip
+    timed["reference_method"] = "splatfacto"
+    quality = {**fake_results(), "runs": [
+        _run("splat-plus", 1, repeat=2, psnr=27.4, train_wall_s=None, timing_valid=False),
+        _run("splatfacto", 1, repeat=2, psnr=26.4, train_wall_s=None, timing_valid=False)]}  # fmt: skip
+    quality["reference_method"] = "splat-plus"
+    (tmp_path / "a.json").write_text(json.dumps(timed))
+    (tmp_path / "b.json").write_text(json.dumps(quality))
+    out = tmp_path / "merged"
+    argv = ["--from-json", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(out)]
+    assert cli.main(argv) == 0
+    merged = json.loads((out / "results.json").read_text())
+    assert merged["reference_method"] == "splatfacto"
+    assert cli.main(argv + ["--reference", "splat-plus"]) == 0
+    merged = json.loads((out / "results.json").read_text())
+    assert merged["reference_method"] == "splat-plus"
+    compared = {s["method"]: s for s in merged["summary"]}["splatfacto"]
+    assert compared["vs_reference"]["psnr"]["diff"] == pytest.approx(-1.0)
+    assert "`splatfacto` − `splat-plus`" in (out / "results.md").read_text()
+    with pytest.raises(SystemExit, match="--reference splat-plus-mcmc"):
+        cli.main(argv + ["--reference", "splat-plus-mcmc"])
+
+
 def test_merge_keeps_only_the_methods_asked_for(tmp_path):
     """--from-json A B --methods M...: only those methods' runs are merged (a file may hold runs of a
     method that is not part of this comparison); the summary is recomputed over what is kept, and a
