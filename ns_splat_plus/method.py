@@ -147,6 +147,12 @@ against 5 at one commit, PSNR +0.25 dB (90 % Welch: -1.24 to +1.73) and SSIM +0.
 over the PyTorch loss, with a 4.61 ms median step against 5.52 (the timed runs, one each;
 benchmarks/2026-11-29-h200-plush-dog-four-methods-and-fused-lite). The reference runs where the kernels do
 not apply (the CPU, masks)."""
+LITE_CUDA_GRAPH = True
+"""Replay each step's forward and backward from a CUDA graph (--cuda-graph): lite's step is set by the host.
+On plush-dog, one H200, at one commit: process wall 54.0 against 63.7 s (one timed run each), PSNR +0.52 dB
+(90 % Welch: -0.13 to +1.17) and SSIM +0.0026 (+0.0001 to +0.0051) over the eager step, 8 runs against 8
+(benchmarks/2026-11-29-h200x2-cuda-graph-lite-default). Where it does not apply (the CPU, several GPUs) the
+step runs eagerly and start-up says why."""
 LITE_RESOLUTION_SCHEDULE = 6000
 """splatfacto's resolution schedule stretched twice (3000 there): a quarter, then half the resolution
 for the first 20 % and 40 % of the run (DashGaussian's coarse-to-fine), the budget growing with it."""
@@ -155,7 +161,7 @@ for the first 20 % and 40 % of the run (DashGaussian's coarse-to-fine), the budg
 def splat_plus_lite_trainer_config(cameras_per_step: int = LITE_CAMERAS_PER_STEP) -> SplatPlusTrainerConfig:
     """splat-plus with the efficient strategy (FastGS's multi-view densification under DashGaussian's
     budget, tied to a stretched resolution schedule), a third of splatfacto's schedule (``--steps-scaler``
-    1/3), the fused L1 + SSIM loss and the fused Adam update. Trades some time per Gaussian for far fewer
+    1/3), the fused L1 + SSIM loss, the fused Adam update and the step replayed from a CUDA graph. Trades some time per Gaussian for far fewer
     Gaussians and steps (docs/strategies.md)."""
     config = splat_plus_trainer_config("splat-plus-lite")
     cast(SplatPlusDataManagerConfig, config.pipeline.datamanager).cameras_per_step = cameras_per_step
@@ -168,6 +174,7 @@ def splat_plus_lite_trainer_config(cameras_per_step: int = LITE_CAMERAS_PER_STEP
     model.efficient_num_views = LITE_NUM_VIEWS
     model.resolution_schedule = LITE_RESOLUTION_SCHEDULE
     model.fused_loss = LITE_FUSED_LOSS
+    config.cuda_graph = LITE_CUDA_GRAPH
     return config
 
 
@@ -176,7 +183,7 @@ splat_plus_lite = MethodSpecification(
     description=(
         "splat-plus for few Gaussians, little GPU memory and a short run: the efficient densification strategy "
         "(multi-view error-guided, under a growing Gaussian budget), a third of splatfacto's schedule at one camera "
-        "per step with a longer coarse-to-fine resolution schedule, the fused L1 + SSIM loss and one fused Adam update "
-        "(docs/strategies.md)"
+        "per step with a longer coarse-to-fine resolution schedule, the fused L1 + SSIM loss, one fused Adam update "
+        "and the step replayed from a CUDA graph (docs/strategies.md)"
     ),
 )

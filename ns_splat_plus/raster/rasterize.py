@@ -76,8 +76,9 @@ def rasterize(
     ``isect_capacity``: list the (Gaussian, tile) intersections in this many slots, without reading their
     count on the host (:mod:`~ns_splat_plus.raster.fixed_capacity_isect`), so that the render can be
     recorded in a CUDA graph: the same pixels while the count fits. The spherical harmonics are then
-    PyTorch operations (:func:`~ns_splat_plus.upstream.recordable_spherical_harmonics`): gsplat 1.4.0's
-    SH kernels launch where a recording does not see them. ``info["isect_overflow"]`` ([] bool,
+    two Triton kernels (:func:`~ns_splat_plus.kernels.spherical_harmonics.spherical_harmonics_triton`;
+    beyond degree 3 gsplat's PyTorch operations, :func:`~ns_splat_plus.upstream.recordable_spherical_harmonics`):
+    gsplat 1.4.0's SH kernels launch where a recording does not see them. ``info["isect_overflow"]`` ([] bool,
     on the device) says whether entries were dropped, ``info["isect_count"]`` ([] int64) how many there
     were. gsplat only, whole images; the reference backend lists no tiles and ignores it. With
     ``sh_degree`` it needs ``camtoworlds``: ``torch.inverse`` cannot run while a graph records.
@@ -157,6 +158,12 @@ def _require_cuda(means: Tensor) -> None:
 TILE_SIZE = 16  # gsplat.rasterization's default
 
 
+def _triton_spherical_harmonics(degree: int, dirs: Tensor, coeffs: Tensor, masks: Tensor) -> Tensor:
+    from ns_splat_plus.kernels.spherical_harmonics import spherical_harmonics_triton
+
+    return spherical_harmonics_triton(degree, dirs, coeffs, masks)
+
+
 def _gsplat_project(
     means,
     quats,
@@ -197,7 +204,9 @@ def _gsplat_project(
             camtoworlds = torch.inverse(viewmats)  # [C, 4, 4]
         dirs = means[None, :, :] - camtoworlds[:, None, :3, 3]  # [C, N, 3]
         shs = colors.expand(C, -1, -1, -1) if colors.dim() == 3 else colors  # [C, N, K, 3]
-        sh = upstream.recordable_spherical_harmonics if recordable else kernels.spherical_harmonics
+        sh = kernels.spherical_harmonics
+        if recordable:  # Triton's kernels launch on the recording stream; gsplat's PyTorch SH beyond degree 3
+            sh = _triton_spherical_harmonics if sh_degree <= 3 else upstream.recordable_spherical_harmonics
         colors = sh(sh_degree, dirs, shs, masks=radii > 0)
         colors = torch.clamp_min(colors + 0.5, 0.0)
     if render_mode == "RGB+ED":

@@ -179,7 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--force-multi-gpu", action="store_true", help="also try methods not known to run on W>1")
     parser.add_argument(
-        "--reference", default=None, help="method the others are compared with (with --from-json: instead of the first file's)"
+        "--reference",
+        default=None,
+        help="method the others are compared with (with --from-json: instead of the first file's)",
     )
     parser.add_argument(
         "--out",

@@ -164,9 +164,9 @@ def test_one_line_says_the_gradient_nan_check_is_off_under_the_grad_scaler(scene
 
 
 @pytest.mark.slow
-def test_ns_train_lite_with_cuda_graph_on_the_cpu_says_why_it_steps_eagerly_and_trains(scene, tmp_path):
-    """`ns-train splat-plus-lite ... --cuda-graph True` as typed, the viewer on (its default): on a machine without
-    CUDA, one line says why the step runs eagerly, and the run trains and saves its checkpoint."""
+def test_ns_train_lite_on_the_cpu_says_why_its_step_is_not_graphed_and_trains(scene, tmp_path):
+    """`ns-train splat-plus-lite ...` as typed (--cuda-graph is on by its preset), the viewer on (its default): on a
+    machine without CUDA, one line says why the step runs eagerly, and the run trains and saves its checkpoint."""
     cmd = [
         console_script("ns-train"),
         "splat-plus-lite",
@@ -176,8 +176,6 @@ def test_ns_train_lite_with_cuda_graph_on_the_cpu_says_why_it_steps_eagerly_and_
         str(tmp_path / "out"),
         "--max-num-iterations",
         "9",  # lite's schedule is a third of the given steps: 3 steps
-        "--cuda-graph",
-        "True",
         "--machine.device-type",
         "cpu",  # CI has no GPU; the viewer stays on, on a free local port
         "--viewer.websocket-host",
@@ -191,4 +189,4 @@ def test_ns_train_lite_with_cuda_graph_on_the_cpu_says_why_it_steps_eagerly_and_
     assert proc.stdout.count("--cuda-graph: the step runs eagerly: it needs a CUDA GPU") == 1, proc.stdout[-3000:]
     (run_dir,) = _run_dirs(tmp_path / "out")
     assert list((run_dir / "nerfstudio_models").glob("step-*.ckpt")), "no checkpoint"
-    assert yaml.load((run_dir / "config.yml").read_text(), Loader=yaml.Loader).cuda_graph is True  # saved as given
+    assert yaml.load((run_dir / "config.yml").read_text(), Loader=yaml.Loader).cuda_graph is True  # the preset's, saved

@@ -97,6 +97,13 @@ def test_off_by_default_no_line(scene, tmp_path, capsys):
     assert "--cuda-graph" not in capsys.readouterr().out
 
 
+def test_splat_plus_lite_asks_for_the_graph_and_the_other_methods_do_not():
+    from ns_splat_plus.method import splat_plus, splat_plus_fast, splat_plus_lite, splat_plus_mcmc
+
+    assert splat_plus_lite.config.cuda_graph is True
+    assert [m.config.cuda_graph for m in (splat_plus, splat_plus_fast, splat_plus_mcmc)] == [False, False, False]
+
+
 def test_the_loop_takes_every_step_from_the_graphed_step_after_the_warmup(scene, tmp_path, monkeypatch, capsys):
     """What graphed_step_for returns steps the loop: every training step after the warmup, none before; its
     summary is printed when training ends."""

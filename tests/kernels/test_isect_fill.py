@@ -1,0 +1,72 @@
+"""The Triton kernel of the fixed-capacity slots' keys (ns_splat_plus.kernels.isect_fill) against the PyTorch path
+it replaces on CUDA (raster.fixed_capacity_isect.slot_keys_torch, the CPU's path), bit for bit: in Triton's
+interpreter on the CPU (a child process, tests/interpreted.py), compiled on the GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from interpreted import main, run_interpreted
+
+from ns_splat_plus.raster import fixed_capacity_isect as isect
+
+TILE_WIDTH, TILE_HEIGHT = 9, 7
+
+
+def _inputs(cameras: int, n: int, seed: int, device: str = "cpu"):
+    """Rectangles of tiles as isect_tiles_fixed makes them: some Gaussians in no tile, two cameras' counts."""
+    g = torch.Generator().manual_seed(seed)
+    lower = torch.stack([torch.randint(0, TILE_WIDTH, (cameras * n,), generator=g),
+                         torch.randint(0, TILE_HEIGHT + 1, (cameras * n,), generator=g)], -1)  # fmt: skip
+    extent = torch.stack([torch.randint(0, 5, (cameras * n,), generator=g),
+                          torch.randint(0, 4, (cameras * n,), generator=g)], -1)  # fmt: skip
+    extent = torch.minimum(extent, torch.tensor([TILE_WIDTH, TILE_HEIGHT + 1]) - lower)
+    tiles = extent[:, 0] * extent[:, 1]
+    depth_bits = (torch.rand(cameras * n, generator=g) * 10 + 0.1).view(torch.int32).to(torch.int64)
+    args = [tiles, torch.cumsum(tiles, 0), lower, extent, depth_bits]
+    return [a.to(device) for a in args]
+
+
+def check_the_kernel_writes_the_pytorch_path_s_keys(cameras: int, n: int, seed: int, capacity_fraction: float) -> None:
+    from ns_splat_plus.kernels.isect_fill import slot_keys_triton
+
+    tiles, ends, lower, extent, depth_bits = _inputs(cameras, n, seed)
+    tile_bits = ((TILE_HEIGHT + 1) * TILE_WIDTH).bit_length()
+    capacity = max(int(int(ends[-1]) * capacity_fraction), 1)
+    args = (tiles, ends, lower, extent, depth_bits, n, TILE_WIDTH, tile_bits, capacity)
+    want = isect.slot_keys_torch(*args)
+    got = slot_keys_triton(*args, padding_key=isect.PADDING_KEY)
+    for name, a, b in zip(("keys", "owner", "used"), got, want):
+        assert torch.equal(a, b), (name, int((a != b).sum()))
+    assert bool((want[0] == isect.PADDING_KEY).any()) == (capacity > int(ends[-1]))
+
+
+@pytest.mark.parametrize(
+    "cameras, n, seed, capacity_fraction",
+    [(1, 40, 0, 1.5), (2, 30, 1, 1.2), (2, 30, 2, 0.6)],  # room to spare; two cameras; overflow: entries dropped
+)
+def test_the_kernel_writes_the_pytorch_path_s_keys_in_the_interpreter(cameras, n, seed, capacity_fraction):
+    run_interpreted(__file__, "check_the_kernel_writes_the_pytorch_path_s_keys", cameras, n, seed, capacity_fraction)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_compiled_kernel_gives_isect_tiles_fixed_the_same_entries(monkeypatch):
+    g = torch.Generator().manual_seed(5)
+    means2d = (torch.rand(2, 20_000, 2, generator=g) * torch.tensor([1500.0, 1000.0])).cuda()
+    radii = torch.randint(0, 40, (2, 20_000), generator=g, dtype=torch.int32).cuda()
+    depths = (torch.rand(2, 20_000, generator=g) * 5 + 0.1).cuda()
+    tile_w, tile_h = 94, 63
+    kernel_calls = []
+    kernel = isect._slot_keys_triton
+    monkeypatch.setattr(isect, "_slot_keys_triton", lambda *args: kernel_calls.append(1) or kernel(*args))
+    a = isect.isect_tiles_fixed(means2d, radii, depths, 16, tile_w, tile_h, 3_000_000)
+    assert kernel_calls == [1]  # on CUDA the slots' keys come from the kernel
+    monkeypatch.setattr(isect, "_slot_keys_triton", isect.slot_keys_torch)
+    b = isect.isect_tiles_fixed(means2d, radii, depths, 16, tile_w, tile_h, 3_000_000)
+    for name in ("isect_ids", "flatten_ids", "isect_offsets", "n_isects", "overflow"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+
+
+if __name__ == "__main__":
+    main(globals())
