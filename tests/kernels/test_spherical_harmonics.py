@@ -5,6 +5,8 @@ child process, tests/interpreted.py)."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 from interpreted import main, run_interpreted
@@ -108,7 +110,7 @@ def test_the_compiled_kernels_give_gsplat_s_pytorch_sh_and_replay_from_a_cuda_gr
 def test_the_recordable_render_takes_the_kernels_up_to_degree_three(monkeypatch, sh_degree, recorded_sh):
     """rasterize(isect_capacity=...) (the render a CUDA graph records) colours with the Triton kernels to degree 3,
     beyond with gsplat's PyTorch SH; the eager render with gsplat's kernel."""
-    from ns_splat_plus.raster import rasterize as raster_module
+    raster_module = importlib.import_module("ns_splat_plus.raster.rasterize")  # the package exports the function
 
     calls = []
     triton_sh, pytorch_sh = raster_module._triton_spherical_harmonics, upstream.recordable_spherical_harmonics
