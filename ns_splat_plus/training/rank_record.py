@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ns_splat_plus.parallel import collectives
+from ns_splat_plus.training.warmup import in_warmup
 from ns_splat_plus.upstream import TrainerLike
 
 PARTS = (
@@ -81,10 +82,8 @@ class StartupRecorder:
         ]
 
     def _in_warmup(self) -> bool:
-        # warmup runs the real step (and its callbacks) before step 0, then sets trainer.warmup_result
-        trainer = self.trainer
-        assert trainer is not None, "callbacks() sets the trainer before any step"
-        return int(getattr(trainer.config, "warmup_steps", 0)) > 0 and getattr(trainer, "warmup_result", None) is None
+        assert self.trainer is not None, "callbacks() sets the trainer before any step"
+        return in_warmup(self.trainer)
 
     def _before_step(self, step: int) -> None:
         if "first_step_start" in self.marks:

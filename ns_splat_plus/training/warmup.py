@@ -123,6 +123,12 @@ def _zero_gradient_error(steps: int) -> TrainingHealthError:
     return TrainingHealthError.shown(message, collectives.get_rank())
 
 
+def in_warmup(trainer: Any) -> bool:
+    """Whether :func:`run_warmup`'s steps are running: they go through the training callbacks before step 0, so a
+    callback that counts the run's own steps skips them. False for trainers without a warmup (splatfacto's)."""
+    return int(getattr(trainer.config, "warmup_steps", 0)) > 0 and getattr(trainer, "warmup_result", None) is None
+
+
 def run_warmup(trainer: TrainerLike, steps: Optional[int] = None) -> Optional[WarmupResult]:
     """Run ``steps`` (default ``trainer.config.warmup_steps``) real training steps, check their
     gradients, and restore the exact training state. Returns the result (also ``trainer.warmup_result``)."""

@@ -14,8 +14,8 @@ from splatbench.settings import BenchmarkSettings, log
 def warm_caches(
     settings: BenchmarkSettings, out_dir: Path, train_command: Callable[..., List[str]]
 ) -> List[Dict[str, Any]]:
-    """--warm-caches: each method's training started once on one GPU and ended after its first step
-    (``ProbeOptions.stop_after_steps``), before any timed run. A method's first process on a machine compiles
+    """--warm-caches: each method's training started once on one GPU and ended after its first step, its warmup
+    included (``ProbeOptions.stop_after_steps``), before any timed run. A method's first process on a machine compiles
     what later ones load from disk (Triton's kernels for each image size the warmup renders, the driver's
     cache); without this, the first timed run pays it for every run after it. One record per method: its
     process wall (the cold start) and whether it reached its first step; nothing of the run is kept.

@@ -125,11 +125,16 @@ def probe_trainer_class(base: type) -> type:
                 self.callbacks.append(callback(after, self._bench_stopper(options.stop_after_steps)))
 
         def _bench_stopper(self, steps: int) -> Callable[[int], None]:
-            """Ends the process after ``steps`` training steps: what they compiled is on disk by then, and
-            nothing of the run is kept (no checkpoint, no probe JSON; the viewer and writers just stop)."""
+            """Ends the process after ``steps`` training steps of the run, after splat-plus's warmup (whose steps
+            and renders at the run's later sizes compile most of all): what they compiled is on disk by then,
+            and nothing of the run is kept (no checkpoint, no probe JSON; the viewer and writers just stop)."""
+            from ns_splat_plus.training.warmup import in_warmup
+
             done = [0]
 
             def stop(step: int) -> None:
+                if in_warmup(self):
+                    return
                 done[0] += 1
                 if done[0] < steps:
                     return
