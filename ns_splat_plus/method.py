@@ -159,10 +159,10 @@ for the first 20 % and 40 % of the run (DashGaussian's coarse-to-fine), the budg
 
 
 def splat_plus_lite_trainer_config(cameras_per_step: int = LITE_CAMERAS_PER_STEP) -> SplatPlusTrainerConfig:
-    """splat-plus with the efficient strategy (FastGS's multi-view densification under DashGaussian's
-    budget, tied to a stretched resolution schedule), a third of splatfacto's schedule (``--steps-scaler``
-    1/3), the fused L1 + SSIM loss, the fused Adam update and the step replayed from a CUDA graph. Trades some time per Gaussian for far fewer
-    Gaussians and steps (docs/strategies.md)."""
+    """splat-plus with the efficient strategy (FastGS's multi-view densification under DashGaussian's budget, tied
+    to a stretched resolution schedule), a third of splatfacto's schedule (``--steps-scaler`` 1/3), the fused L1 +
+    SSIM loss, the fused Adam update and the step replayed from a CUDA graph. Trades some time per Gaussian for far
+    fewer Gaussians and steps (docs/strategies.md)."""
     config = splat_plus_trainer_config("splat-plus-lite")
     cast(SplatPlusDataManagerConfig, config.pipeline.datamanager).cameras_per_step = cameras_per_step
     config.fused_adam = True

@@ -81,8 +81,8 @@ def slot_keys_triton(
     capacity: int,
     *,
     padding_key: int,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The unsorted keys of ``capacity`` slots, each slot's (camera, Gaussian) index, and which are used.
+) -> tuple[Tensor, Tensor]:
+    """The unsorted keys of ``capacity`` slots and each slot's (camera, Gaussian) index.
 
     Args:
         tiles_per_gauss: [C * N] int64, each Gaussian's tile count (0 where it is not listed).
@@ -94,7 +94,7 @@ def slot_keys_triton(
         capacity: K. padding_key: the key of an unused slot.
 
     Returns:
-        ``(keys [K] int64, owner [K] int64, used [K] bool)``: ``owner`` is 0 in unused slots.
+        ``(keys [K] int64, owner [K] int64)``: ``owner`` is 0 in unused slots.
     """
     keys = torch.full((capacity,), padding_key, dtype=torch.int64, device=ends.device)
     owner = torch.zeros(capacity, dtype=torch.int64, device=ends.device)
@@ -107,5 +107,4 @@ def slot_keys_triton(
             extent[:, 0].contiguous(), depth_bits.contiguous(), keys, owner,
             n_gaussians, capacity, tile_width, 32 + tile_bits, BLOCK,
         )  # fmt: skip
-    used = torch.arange(capacity, device=ends.device) < ends[-1]
-    return keys, owner, used
+    return keys, owner

@@ -66,8 +66,8 @@ def slot_keys_torch(
     tile_width: int,
     tile_bits: int,
     capacity: int,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The unsorted keys of ``capacity`` slots, each slot's (camera, Gaussian) index and which are used, from a
+) -> tuple[Tensor, Tensor]:
+    """The unsorted keys of ``capacity`` slots and each slot's (camera, Gaussian) index, from a
     search over the slots (arguments and returns: :func:`~ns_splat_plus.kernels.isect_fill.slot_keys_triton`).
     The path on the CPU, and the Triton kernel's oracle."""
     groups = tiles_per_gauss.numel()
@@ -81,10 +81,10 @@ def slot_keys_torch(
     tile_x = lower[:, 0][owner] + torch.remainder(local, width)
     camera = torch.div(owner, n_gaussians, rounding_mode="floor")
     keys = (camera << (32 + tile_bits)) | ((tile_y * tile_width + tile_x) << 32) | depth_bits[owner]
-    return torch.where(used, keys, PADDING_KEY), torch.where(used, owner, 0), used
+    return torch.where(used, keys, PADDING_KEY), torch.where(used, owner, 0)
 
 
-def _slot_keys_triton(*args) -> tuple[Tensor, Tensor, Tensor]:
+def _slot_keys_triton(*args) -> tuple[Tensor, Tensor]:
     # on CUDA: one program per Gaussian instead of ~20 operations over every slot; at plush-dog's sizes 0.54
     # against 0.90 ms per call inside a CUDA graph, the same keys bit for bit
     # (benchmarks/2026-11-29-h200x2-cuda-graph-lite-default/)
@@ -151,7 +151,7 @@ def isect_tiles_fixed(
     depth_bits = depths.to(torch.float32).contiguous().view(torch.int32).to(torch.int64).reshape(-1)
     n_isects = ends[-1]
     slot_keys = _slot_keys_triton if device.type == "cuda" else slot_keys_torch
-    keys, owner, used = slot_keys(tiles_per_gauss, ends, lower.reshape(-1, 2), extent.reshape(-1, 2), depth_bits,
+    keys, owner = slot_keys(tiles_per_gauss, ends, lower.reshape(-1, 2), extent.reshape(-1, 2), depth_bits,
                                   N, tile_width, tile_bits, capacity)  # fmt: skip
     isect_ids, order = torch.sort(keys, stable=True)
     flatten_ids = owner[order].to(torch.int32)

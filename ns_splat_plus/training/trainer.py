@@ -73,13 +73,14 @@ class SplatPlusTrainerConfig(TrainerConfig):
     same numbers as torch's foreach Adam; each group keeps its learning rate, scheduler and state.
     None: on with CUDA. Groups with --optimizers.<group>.optimizer.max-norm step on their own."""
     cuda_graph: bool = False
-    """Replay each training step's forward and backward from a CUDA graph (docs/speed-and-memory.md): far
-    less host work per step, for runs whose step the host sets (splat-plus-lite: 3.2 against 5.0 ms per
-    step on plush-dog). One process, one camera per step, no camera optimizer, bilateral grid, masks or
-    mixed precision; elsewhere the step runs eagerly and start-up says why. On for splat-plus-lite (its PSNR
-    over 8 runs against 8 with the eager step: benchmarks/2026-11-29-h200x2-cuda-graph-lite-default/), off
-    for the others, whose step the GPU sets more (splat-plus with it is unmeasured). The first replay of each recording is checked against the eager render; where they differ, or where CUDA
-    refuses a recording, the run steps eagerly from there, with one line saying so."""
+    """Replay each training step's forward and backward from a CUDA graph (docs/speed-and-memory.md): far less host
+    work per step, for runs whose step the host sets (splat-plus-lite: 3.2 against 5.0 ms per step on plush-dog).
+    One process, one camera per step, no camera optimizer, bilateral grid, masks or mixed precision; elsewhere the
+    step runs eagerly and start-up says why. On for splat-plus-lite (its PSNR over 8 runs against 8 with the eager
+    step: benchmarks/2026-11-29-h200x2-cuda-graph-lite-default/), off for the others, whose step the GPU sets more
+    (splat-plus with it is unmeasured). The first replay of each recording is checked against the eager render;
+    where they differ, or where CUDA refuses a recording, the run steps eagerly from there, with one line saying
+    so."""
     print_config: bool = False
     """Print the whole configuration at start-up (it is always saved as config.yml in the run directory)."""
 
