@@ -64,7 +64,7 @@ def _launcher() -> KernelLauncher:
             tile = (lower_y + local // width) * tile_width + lower_x + local % width
             key = high | (tile << 32) | depth_bits
             tl.store(keys_ptr + slot, key, mask=inside)
-            tl.store(ids_ptr + slot, g, mask=inside)
+            tl.store(ids_ptr + slot, g.to(tl.int32), mask=inside)
 
     return KernelLauncher(fill_slot_keys)
 
@@ -94,10 +94,10 @@ def slot_keys_triton(
         capacity: K. padding_key: the key of an unused slot.
 
     Returns:
-        ``(keys [K] int64, owner [K] int64)``: ``owner`` is 0 in unused slots.
+        ``(keys [K] int64, owner [K] int32)``: ``owner`` is 0 in unused slots (C * N < 2**31).
     """
     keys = torch.full((capacity,), padding_key, dtype=torch.int64, device=ends.device)
-    owner = torch.zeros(capacity, dtype=torch.int64, device=ends.device)
+    owner = torch.zeros(capacity, dtype=torch.int32, device=ends.device)
     starts = (ends - tiles_per_gauss).contiguous()
     groups = tiles_per_gauss.numel()
     if groups:

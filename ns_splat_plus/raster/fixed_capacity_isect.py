@@ -81,7 +81,7 @@ def slot_keys_torch(
     tile_x = lower[:, 0][owner] + torch.remainder(local, width)
     camera = torch.div(owner, n_gaussians, rounding_mode="floor")
     keys = (camera << (32 + tile_bits)) | ((tile_y * tile_width + tile_x) << 32) | depth_bits[owner]
-    return torch.where(used, keys, PADDING_KEY), torch.where(used, owner, 0)
+    return torch.where(used, keys, PADDING_KEY), torch.where(used, owner, 0).to(torch.int32)
 
 
 def _slot_keys_triton(*args) -> tuple[Tensor, Tensor]:
@@ -154,12 +154,14 @@ def isect_tiles_fixed(
     keys, owner = slot_keys(tiles_per_gauss, ends, lower.reshape(-1, 2), extent.reshape(-1, 2), depth_bits,
                                   N, tile_width, tile_bits, capacity)  # fmt: skip
     isect_ids, order = torch.sort(keys, stable=True)
-    flatten_ids = owner[order].to(torch.int32)
+    del keys  # the slot buffers are the recorded step's largest: hold as few of them at once as possible
+    flatten_ids = owner[order]
+    del owner, order
 
-    # each tile's first entry: gsplat's offsets, and the added row's tiles start where the next camera does
-    tile_keys = isect_ids >> 32
+    # each tile's first entry: gsplat's offsets, and the added row's tiles start where the next camera does;
+    # searched among the whole keys (tile << 32 | depth bits), so no [K] array of tile keys is made
     queries = (torch.arange(C, device=device)[:, None] << tile_bits) | torch.arange(grid_tiles, device=device)
-    isect_offsets = torch.searchsorted(tile_keys, queries.reshape(-1)).to(torch.int32)
+    isect_offsets = torch.searchsorted(isect_ids, queries.reshape(-1) << 32).to(torch.int32)
     return FixedCapacityIntersections(
         isect_ids=isect_ids,
         flatten_ids=flatten_ids,

@@ -37,7 +37,7 @@ def check_the_kernel_writes_the_pytorch_path_s_keys(cameras: int, n: int, seed: 
     want = isect.slot_keys_torch(*args)
     got = slot_keys_triton(*args, padding_key=isect.PADDING_KEY)
     for name, a, b in zip(("keys", "owner"), got, want, strict=True):
-        assert torch.equal(a, b), (name, int((a != b).sum()))
+        assert a.dtype == b.dtype and torch.equal(a, b), (name, a.dtype, b.dtype, int((a != b).sum()))
     assert bool((want[0] == isect.PADDING_KEY).any()) == (capacity > int(ends[-1]))
 
 
