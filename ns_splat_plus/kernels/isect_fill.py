@@ -32,20 +32,22 @@ def _launcher() -> KernelLauncher:
     import triton
     import triton.language as tl
 
-    @triton.jit(do_not_specialize=["n_gaussians", "capacity", "tile_width", "shift_camera"])
+    @triton.jit(do_not_specialize=["n_gaussians", "capacity", "tile_width", "rank_bits", "camera_shift", "bias"])
     def fill_slot_keys(
         starts_ptr,
         counts_ptr,
         lower_x_ptr,
         lower_y_ptr,
         widths_ptr,
-        depth_bits_ptr,
+        ranks_ptr,
         keys_ptr,
         ids_ptr,
         n_gaussians,
         capacity,
         tile_width,
-        shift_camera,
+        rank_bits,
+        camera_shift,
+        bias,
         BLOCK: tl.constexpr,
     ):
         g = tl.program_id(0).to(tl.int64)  # the flattened (camera, Gaussian) index
@@ -54,16 +56,16 @@ def _launcher() -> KernelLauncher:
         lower_x = tl.load(lower_x_ptr + g)
         lower_y = tl.load(lower_y_ptr + g)
         width = tl.maximum(tl.load(widths_ptr + g), 1)
-        depth_bits = tl.load(depth_bits_ptr + g)
+        rank = tl.load(ranks_ptr + g)
         camera = g // n_gaussians
-        high = camera << shift_camera
+        high = camera << camera_shift
         for base in range(0, count, BLOCK):
             local = base + tl.arange(0, BLOCK).to(tl.int64)
             slot = start + local
             inside = (local < count) & (slot < capacity)
             tile = (lower_y + local // width) * tile_width + lower_x + local % width
-            key = high | (tile << 32) | depth_bits
-            tl.store(keys_ptr + slot, key, mask=inside)
+            key = (high | (tile << rank_bits) | rank) - bias  # in int64, then the keys' dtype (values fit)
+            tl.store(keys_ptr + slot, key.to(keys_ptr.dtype.element_ty), mask=inside)
             tl.store(ids_ptr + slot, g.to(tl.int32), mask=inside)
 
     return KernelLauncher(fill_slot_keys)
@@ -74,13 +76,16 @@ def slot_keys_triton(
     ends: Tensor,
     lower: Tensor,
     extent: Tensor,
-    depth_bits: Tensor,
+    ranks: Tensor,
     n_gaussians: int,
     tile_width: int,
-    tile_bits: int,
     capacity: int,
     *,
+    rank_bits: int,
+    camera_shift: int,
+    bias: int,
     padding_key: int,
+    key_dtype: torch.dtype,
 ) -> tuple[Tensor, Tensor]:
     """The unsorted keys of ``capacity`` slots and each slot's (camera, Gaussian) index.
 
@@ -89,14 +94,16 @@ def slot_keys_triton(
         ends: [C * N] int64, their inclusive cumulative sum (slot ``ends[g] - tiles_per_gauss[g]`` is g's first).
         lower: [C * N, 2] int64, the first tile column and row of each Gaussian's rectangle.
         extent: [C * N, 2] int64, the rectangle's columns and rows.
-        depth_bits: [C * N] int64, the float32 depth's bits.
-        n_gaussians: N. tile_width: the grid's columns. tile_bits: the bits of a tile index.
-        capacity: K. padding_key: the key of an unused slot.
+        ranks: [C * N] int64, each Gaussian's rank by depth among its camera's.
+        n_gaussians: N. tile_width: the grid's columns. capacity: K.
+        rank_bits, camera_shift, bias, padding_key, key_dtype: the keys' layout (a slot's key is
+            ``((camera << camera_shift) | (tile << rank_bits) | rank) - bias`` in ``key_dtype``; see
+            :class:`~ns_splat_plus.raster.fixed_capacity_isect.SlotKeyLayout`).
 
     Returns:
-        ``(keys [K] int64, owner [K] int32)``: ``owner`` is 0 in unused slots (C * N < 2**31).
+        ``(keys [K] key_dtype, owner [K] int32)``: ``owner`` is 0 in unused slots (C * N < 2**31).
     """
-    keys = torch.full((capacity,), padding_key, dtype=torch.int64, device=ends.device)
+    keys = torch.full((capacity,), padding_key, dtype=key_dtype, device=ends.device)
     owner = torch.zeros(capacity, dtype=torch.int32, device=ends.device)
     starts = (ends - tiles_per_gauss).contiguous()
     groups = tiles_per_gauss.numel()
@@ -104,7 +111,7 @@ def slot_keys_triton(
         _launcher()(
             (groups,),
             starts, tiles_per_gauss.contiguous(), lower[:, 0].contiguous(), lower[:, 1].contiguous(),
-            extent[:, 0].contiguous(), depth_bits.contiguous(), keys, owner,
-            n_gaussians, capacity, tile_width, 32 + tile_bits, BLOCK,
+            extent[:, 0].contiguous(), ranks.contiguous(), keys, owner,
+            n_gaussians, capacity, tile_width, rank_bits, camera_shift, bias, BLOCK,
         )  # fmt: skip
     return keys, owner

@@ -21,8 +21,13 @@ caller reads ``overflow`` where a synchronisation costs nothing, or sizes ``capa
 (``n_isects``) of an earlier render.
 
 Each Gaussian's tiles are gsplat's: ``floor`` / ``ceil`` of ``(mean2d -+ radius) / tile_size`` in float32,
-clamped to the grid, listed row by row; the keys are (camera, tile, depth bits); the sort is stable,
-so entries with equal keys keep gsplat's order (by the flattened (camera, Gaussian) index).
+clamped to the grid, listed row by row. gsplat's keys are (camera, tile, the depth's 32 float bits); here the
+depth's place is the Gaussian's rank by depth among its camera's (a stable sort of the same bits, so equal
+depths keep the (camera, Gaussian) index order, as gsplat's stable sort keeps them). The ranks sort a tile's
+entries as the bits do, in as many bits as the Gaussian count needs: where (camera, tile, rank) fit 32 bits
+(splat-plus-lite's scenes, and 200k+ Gaussians at 1080p) the keys are int32, and the sort of ``capacity``
+slots moves half the key bytes in half the radix passes of an int64 sort. ``flatten_ids`` and
+``isect_offsets``, all the rasterizer reads, are gsplat's bit for bit.
 """
 
 from __future__ import annotations
@@ -32,8 +37,32 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-PADDING_KEY = torch.iinfo(torch.int64).max
-"""The key of an unused slot: above every real key (camera and tile bits stay below bit 63)."""
+
+@dataclass(frozen=True)
+class SlotKeyLayout:
+    """How a slot's key packs its entry: ``((camera << camera_shift) | (tile << rank_bits) | rank) - bias`` in
+    ``dtype`` (rank: the Gaussian's by depth among its camera's); ``padding``, an unused slot's key, sorts after
+    every real key and every tile's first key."""
+
+    rank_bits: int
+    camera_shift: int
+    dtype: torch.dtype
+    bias: int
+    padding: int
+
+
+def slot_key_layout(cameras: int, gaussians: int, grid_tiles: int) -> SlotKeyLayout:
+    """The narrowest layout for ``cameras`` x ``gaussians`` entries over ``grid_tiles`` tiles (all >= 1): int32
+    (its keys shifted down by 2**31 into the signed range) where the largest key stays below 2**32 - 1, else
+    int64."""
+    rank_bits = (gaussians - 1).bit_length()
+    camera_shift = (grid_tiles - 1).bit_length() + rank_bits
+    largest = ((cameras - 1) << camera_shift) | ((grid_tiles - 1) << rank_bits) | (gaussians - 1)
+    if largest < 2**32 - 1:
+        return SlotKeyLayout(rank_bits, camera_shift, torch.int32, 2**31, 2**31 - 1)
+    if largest < 2**63 - 1:
+        return SlotKeyLayout(rank_bits, camera_shift, torch.int64, 0, 2**63 - 1)
+    raise ValueError(f"{cameras} cameras of {gaussians} Gaussians on {grid_tiles} tiles do not fit a 63-bit key")
 
 
 @dataclass
@@ -41,7 +70,9 @@ class FixedCapacityIntersections:
     """The sorted entries and the tile ranges of :func:`isect_tiles_fixed` (``K`` = capacity)."""
 
     isect_ids: Tensor
-    """[K] int64, sorted: (camera << (32 + tile bits)) | (tile << 32) | depth's float bits; padding last."""
+    """[K] the sorted keys, in ``key_layout``; padding last."""
+    key_layout: SlotKeyLayout
+    """How ``isect_ids`` pack (camera, tile, depth rank)."""
     flatten_ids: Tensor
     """[K] int32, the flattened (camera, Gaussian) index ``c * N + n`` of each entry (0 in padding)."""
     isect_offsets: Tensor
@@ -61,15 +92,15 @@ def slot_keys_torch(
     ends: Tensor,
     lower: Tensor,
     extent: Tensor,
-    depth_bits: Tensor,
+    ranks: Tensor,
     n_gaussians: int,
     tile_width: int,
-    tile_bits: int,
+    layout: SlotKeyLayout,
     capacity: int,
 ) -> tuple[Tensor, Tensor]:
     """The unsorted keys of ``capacity`` slots and each slot's (camera, Gaussian) index, from a
-    search over the slots (arguments and returns: :func:`~ns_splat_plus.kernels.isect_fill.slot_keys_triton`).
-    The path on the CPU, and the Triton kernel's oracle."""
+    search over the slots (arguments and returns: :func:`~ns_splat_plus.kernels.isect_fill.slot_keys_triton`,
+    whose shifts, bias, padding and key dtype ``layout`` gives). The path on the CPU, and the kernel's oracle."""
     groups = tiles_per_gauss.numel()
     # slot k belongs to the Gaussian whose [start, end) holds it; slots from the true count on are padding
     slots = torch.arange(capacity, device=ends.device)
@@ -80,17 +111,24 @@ def slot_keys_torch(
     tile_y = lower[:, 1][owner] + torch.div(local, width, rounding_mode="floor")
     tile_x = lower[:, 0][owner] + torch.remainder(local, width)
     camera = torch.div(owner, n_gaussians, rounding_mode="floor")
-    keys = (camera << (32 + tile_bits)) | ((tile_y * tile_width + tile_x) << 32) | depth_bits[owner]
-    return torch.where(used, keys, PADDING_KEY), torch.where(used, owner, 0).to(torch.int32)
+    tile = tile_y * tile_width + tile_x
+    keys = ((camera << layout.camera_shift) | (tile << layout.rank_bits) | ranks[owner]) - layout.bias
+    return torch.where(used, keys, layout.padding).to(layout.dtype), torch.where(used, owner, 0).to(torch.int32)
 
 
-def _slot_keys_triton(*args) -> tuple[Tensor, Tensor]:
+def _slot_keys_triton(
+    tiles_per_gauss: Tensor, ends: Tensor, lower: Tensor, extent: Tensor, ranks: Tensor, n_gaussians: int,
+    tile_width: int, layout: SlotKeyLayout, capacity: int,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
     # on CUDA: one program per Gaussian instead of ~20 operations over every slot; at plush-dog's sizes 0.54
     # against 0.90 ms per call inside a CUDA graph, the same keys bit for bit
     # (benchmarks/2026-11-29-h200x2-cuda-graph-lite-default/)
     from ns_splat_plus.kernels.isect_fill import slot_keys_triton
 
-    return slot_keys_triton(*args, padding_key=PADDING_KEY)
+    return slot_keys_triton(
+        tiles_per_gauss, ends, lower, extent, ranks, n_gaussians, tile_width, capacity, rank_bits=layout.rank_bits,
+        camera_shift=layout.camera_shift, bias=layout.bias, padding_key=layout.padding, key_dtype=layout.dtype,
+    )  # fmt: skip
 
 
 @torch.no_grad()
@@ -117,10 +155,13 @@ def isect_tiles_fixed(
     device = means2d.device
     masks = torch.ones(C, tile_height + 1, tile_width, dtype=torch.bool, device=device)
     masks[:, tile_height] = False
+    grid_tiles = (tile_height + 1) * tile_width
+    layout = slot_key_layout(max(C, 1), max(N, 1), grid_tiles)
     if C * N == 0:  # nothing to list: every slot is padding, every tile empty
         zero = torch.zeros((), dtype=torch.int64, device=device)
         return FixedCapacityIntersections(
-            isect_ids=torch.full((capacity,), PADDING_KEY, dtype=torch.int64, device=device),
+            isect_ids=torch.full((capacity,), layout.padding, dtype=layout.dtype, device=device),
+            key_layout=layout,
             flatten_ids=torch.zeros(capacity, dtype=torch.int32, device=device),
             isect_offsets=torch.zeros(C, tile_height + 1, tile_width, dtype=torch.int32, device=device),
             masks=masks,
@@ -128,10 +169,6 @@ def isect_tiles_fixed(
             n_isects=zero,
             overflow=zero > capacity,
         )
-    grid_tiles = (tile_height + 1) * tile_width
-    tile_bits = grid_tiles.bit_length()
-    if 32 + tile_bits + max(C - 1, 1).bit_length() > 62:  # the padding's tile key stays above every query
-        raise ValueError(f"{C} cameras of {grid_tiles} tiles do not fit a 62-bit key")
 
     # gsplat's tile range per Gaussian, in float32 as its kernel computes it; its float-to-uint32 casts
     # saturate (NaN to 0), which nan_to_num and the clamps reproduce before the integer conversion
@@ -148,22 +185,27 @@ def isect_tiles_fixed(
     tiles_per_gauss = torch.where(radii > 0, extent[..., 0] * extent[..., 1], 0).reshape(-1)  # [C * N]
     ends = torch.cumsum(tiles_per_gauss, 0)
 
-    depth_bits = depths.to(torch.float32).contiguous().view(torch.int32).to(torch.int64).reshape(-1)
+    # each Gaussian's rank by depth in its camera: the float bits of positive depths order them as the floats,
+    # and the stable sort keeps equal depths in index order, as gsplat's stable sort of its keys does
+    by_depth = torch.sort(depths.to(torch.float32).contiguous().view(torch.int32), dim=-1, stable=True).indices
+    ranks = torch.empty_like(by_depth).scatter_(-1, by_depth, torch.arange(N, device=device).expand(C, N))
     n_isects = ends[-1]
     slot_keys = _slot_keys_triton if device.type == "cuda" else slot_keys_torch
-    keys, owner = slot_keys(tiles_per_gauss, ends, lower.reshape(-1, 2), extent.reshape(-1, 2), depth_bits,
-                                  N, tile_width, tile_bits, capacity)  # fmt: skip
+    keys, owner = slot_keys(tiles_per_gauss, ends, lower.reshape(-1, 2), extent.reshape(-1, 2), ranks.reshape(-1),
+                            N, tile_width, layout, capacity)  # fmt: skip
     isect_ids, order = torch.sort(keys, stable=True)
     del keys  # the slot buffers are the recorded step's largest: hold as few of them at once as possible
     flatten_ids = owner[order]
     del owner, order
 
     # each tile's first entry: gsplat's offsets, and the added row's tiles start where the next camera does;
-    # searched among the whole keys (tile << 32 | depth bits), so no [K] array of tile keys is made
-    queries = (torch.arange(C, device=device)[:, None] << tile_bits) | torch.arange(grid_tiles, device=device)
-    isect_offsets = torch.searchsorted(isect_ids, queries.reshape(-1) << 32).to(torch.int32)
+    # searched among the whole keys (a tile's first possible key: rank 0), so no [K] array of tile keys is made
+    camera_keys = torch.arange(C, device=device)[:, None] << layout.camera_shift
+    queries = (camera_keys | (torch.arange(grid_tiles, device=device) << layout.rank_bits)) - layout.bias
+    isect_offsets = torch.searchsorted(isect_ids, queries.reshape(-1).to(layout.dtype)).to(torch.int32)
     return FixedCapacityIntersections(
         isect_ids=isect_ids,
+        key_layout=layout,
         flatten_ids=flatten_ids,
         isect_offsets=isect_offsets.reshape(C, tile_height + 1, tile_width),
         masks=masks,

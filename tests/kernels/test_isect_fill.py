@@ -14,7 +14,8 @@ TILE_WIDTH, TILE_HEIGHT = 9, 7
 
 
 def _inputs(cameras: int, n: int, seed: int, device: str = "cpu"):
-    """Rectangles of tiles as isect_tiles_fixed makes them: some Gaussians in no tile, two cameras' counts."""
+    """Rectangles of tiles as isect_tiles_fixed makes them: some Gaussians in no tile, two cameras' counts, and
+    each camera's depth ranks (a permutation of 0..n-1)."""
     g = torch.Generator().manual_seed(seed)
     lower = torch.stack([torch.randint(0, TILE_WIDTH, (cameras * n,), generator=g),
                          torch.randint(0, TILE_HEIGHT + 1, (cameras * n,), generator=g)], -1)  # fmt: skip
@@ -22,31 +23,42 @@ def _inputs(cameras: int, n: int, seed: int, device: str = "cpu"):
                           torch.randint(0, 4, (cameras * n,), generator=g)], -1)  # fmt: skip
     extent = torch.minimum(extent, torch.tensor([TILE_WIDTH, TILE_HEIGHT + 1]) - lower)
     tiles = extent[:, 0] * extent[:, 1]
-    depth_bits = (torch.rand(cameras * n, generator=g) * 10 + 0.1).view(torch.int32).to(torch.int64)
-    args = [tiles, torch.cumsum(tiles, 0), lower, extent, depth_bits]
+    ranks = torch.cat([torch.randperm(n, generator=g) for _ in range(cameras)])
+    args = [tiles, torch.cumsum(tiles, 0), lower, extent, ranks]
     return [a.to(device) for a in args]
 
 
-def check_the_kernel_writes_the_pytorch_path_s_keys(cameras: int, n: int, seed: int, capacity_fraction: float) -> None:
-    from ns_splat_plus.kernels.isect_fill import slot_keys_triton
+def _layout(cameras: int, n: int, wide: bool) -> isect.SlotKeyLayout:
+    """The layout isect_tiles_fixed picks at these sizes (int32), or its int64 layout for the same fields."""
+    narrow = isect.slot_key_layout(cameras, n, (TILE_HEIGHT + 1) * TILE_WIDTH)
+    assert narrow.dtype == torch.int32
+    return isect.SlotKeyLayout(narrow.rank_bits, narrow.camera_shift, torch.int64, 0, 2**63 - 1) if wide else narrow
 
-    tiles, ends, lower, extent, depth_bits = _inputs(cameras, n, seed)
-    tile_bits = ((TILE_HEIGHT + 1) * TILE_WIDTH).bit_length()
+
+def check_the_kernel_writes_the_pytorch_path_s_keys(
+    cameras: int, n: int, seed: int, capacity_fraction: float, wide: bool
+) -> None:
+    tiles, ends, lower, extent, ranks = _inputs(cameras, n, seed)
+    layout = _layout(cameras, n, wide)
     capacity = max(int(int(ends[-1]) * capacity_fraction), 1)
-    args = (tiles, ends, lower, extent, depth_bits, n, TILE_WIDTH, tile_bits, capacity)
+    args = (tiles, ends, lower, extent, ranks, n, TILE_WIDTH, layout, capacity)
     want = isect.slot_keys_torch(*args)
-    got = slot_keys_triton(*args, padding_key=isect.PADDING_KEY)
+    got = isect._slot_keys_triton(*args)
     for name, a, b in zip(("keys", "owner"), got, want, strict=True):
         assert a.dtype == b.dtype and torch.equal(a, b), (name, a.dtype, b.dtype, int((a != b).sum()))
-    assert bool((want[0] == isect.PADDING_KEY).any()) == (capacity > int(ends[-1]))
+    assert got[0].dtype == layout.dtype
+    assert bool((want[0] == layout.padding).any()) == (capacity > int(ends[-1]))
 
 
 @pytest.mark.parametrize(
-    "cameras, n, seed, capacity_fraction",
-    [(1, 40, 0, 1.5), (2, 30, 1, 1.2), (2, 30, 2, 0.6)],  # room to spare; two cameras; overflow: entries dropped
+    "cameras, n, seed, capacity_fraction, wide",
+    # room to spare; two cameras; overflow: entries dropped; int64 keys
+    [(1, 40, 0, 1.5, False), (2, 30, 1, 1.2, False), (2, 30, 2, 0.6, False), (2, 30, 3, 1.2, True)],
 )
-def test_the_kernel_writes_the_pytorch_path_s_keys_in_the_interpreter(cameras, n, seed, capacity_fraction):
-    run_interpreted(__file__, "check_the_kernel_writes_the_pytorch_path_s_keys", cameras, n, seed, capacity_fraction)
+def test_the_kernel_writes_the_pytorch_path_s_keys_in_the_interpreter(cameras, n, seed, capacity_fraction, wide):
+    run_interpreted(
+        __file__, "check_the_kernel_writes_the_pytorch_path_s_keys", cameras, n, seed, capacity_fraction, wide
+    )
 
 
 @pytest.mark.gpu

@@ -1,7 +1,8 @@
 """Tile intersections of a fixed capacity (ns_splat_plus/raster/fixed_capacity_isect.py): gsplat's entries
 in gsplat's order and gsplat's tile ranges (against gsplat 1.4.0's own PyTorch implementation of
-isect_tiles / isect_offset_encode), the padding sorted last and spanned by the masked extra tile row,
-overflow reported, and no host read. On the GPU: gsplat's rasterizer gives the same pixels with these
+isect_tiles / isect_offset_encode), in int32 keys of depth ranks and in int64 keys alike, equal depths in
+gsplat's order, the padding sorted last and spanned by the masked extra tile row, overflow reported, and no
+host read. On the GPU: gsplat's rasterizer gives the same pixels with these
 buffers as with its own, and the intersection is recorded in a CUDA graph and replayed."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ns_splat_plus import upstream
-from ns_splat_plus.raster.fixed_capacity_isect import PADDING_KEY, isect_tiles_fixed
+from ns_splat_plus.raster import fixed_capacity_isect as isect
+from ns_splat_plus.raster.fixed_capacity_isect import SlotKeyLayout, isect_tiles_fixed, slot_key_layout
 
 TILE = 16
 WIDTH, HEIGHT = 100, 70  # a 7 x 5 tile grid, the last column and row partly outside the image
@@ -38,9 +40,22 @@ def _gsplat_reference(means2d, radii, depths):
     return tiles_per_gauss, ids, flat, ids_written, flat_written, offsets
 
 
-def _decode(keys: torch.Tensor, tile_bits: int):
-    """(camera, tile, depth bits) of sorted keys."""
+def _decode_gsplat(keys: torch.Tensor, tile_bits: int):
+    """(camera, tile, depth bits) of gsplat's sorted keys."""
     return keys >> (32 + tile_bits), (keys >> 32) & ((1 << tile_bits) - 1), keys & 0xFFFFFFFF
+
+
+def _decode(keys: torch.Tensor, layout: SlotKeyLayout):
+    """(camera, tile, depth rank) of isect_tiles_fixed's sorted keys."""
+    unbiased = keys.to(torch.int64) + layout.bias
+    tile_bits = layout.camera_shift - layout.rank_bits
+    rank = unbiased & ((1 << layout.rank_bits) - 1)
+    return unbiased >> layout.camera_shift, (unbiased >> layout.rank_bits) & ((1 << tile_bits) - 1), rank
+
+
+def _wide(layout: SlotKeyLayout) -> SlotKeyLayout:
+    """The int64 layout of the same fields (what larger scenes get)."""
+    return SlotKeyLayout(layout.rank_bits, layout.camera_shift, torch.int64, 0, 2**63 - 1)
 
 
 def _ranges(offsets: torch.Tensor, n_total: int):
@@ -51,8 +66,11 @@ def _ranges(offsets: torch.Tensor, n_total: int):
     return starts.reshape(offsets.shape), ends.reshape(offsets.shape)
 
 
-def test_entries_order_and_tile_ranges_are_gsplats():
+@pytest.mark.parametrize("wide", [False, True], ids=["int32 keys", "int64 keys"])
+def test_entries_order_and_tile_ranges_are_gsplats(monkeypatch, wide):
     means2d, radii, depths = _projected()
+    if wide:
+        monkeypatch.setattr(isect, "slot_key_layout", lambda *sizes: _wide(slot_key_layout(*sizes)))
     tiles_per_gauss, ids, flat, _, _, offsets = _gsplat_reference(means2d, radii, depths)
     n = ids.numel()
     assert n > 500  # the scene lists many entries, some Gaussians in several tiles
@@ -62,12 +80,14 @@ def test_entries_order_and_tile_ranges_are_gsplats():
     assert int(out.n_isects) == n and not bool(out.overflow)
     assert torch.equal(out.tiles_per_gauss, tiles_per_gauss)
     assert out.isect_ids.shape == (capacity,) and out.flatten_ids.dtype == torch.int32
+    assert out.isect_ids.dtype == (torch.int64 if wide else torch.int32) == out.key_layout.dtype
     assert torch.equal(out.flatten_ids[:n], flat), "not gsplat's order of entries"
-    ours = _decode(out.isect_ids[:n], ((TILE_H + 1) * TILE_W).bit_length())
-    theirs = _decode(ids, (TILE_H * TILE_W).bit_length())
-    for a, b in zip(ours, theirs):
-        assert torch.equal(a, b)
-    assert bool((out.isect_ids[n:] == PADDING_KEY).all()) and bool((out.flatten_ids[n:] == 0).all())
+    camera, tile, rank = _decode(out.isect_ids[:n], out.key_layout)
+    gsplat_camera, gsplat_tile, _ = _decode_gsplat(ids, (TILE_H * TILE_W).bit_length())
+    assert torch.equal(camera, gsplat_camera) and torch.equal(tile, gsplat_tile)
+    depth_rank = torch.argsort(torch.argsort(depths, dim=-1), dim=-1).reshape(-1)  # the depths are distinct
+    assert torch.equal(rank, depth_rank[flat.long()])
+    assert bool((out.isect_ids[n:] == out.key_layout.padding).all()) and bool((out.flatten_ids[n:] == 0).all())
 
     # every real tile's range is gsplat's; the added row holds no entry but the padding, at the very end
     assert out.isect_offsets.shape == out.masks.shape == (2, TILE_H + 1, TILE_W)
@@ -79,6 +99,21 @@ def test_entries_order_and_tile_ranges_are_gsplats():
     assert (int(added_start[-1]), int(added_end[-1])) == (n, capacity)
     assert torch.equal(out.masks[:, :TILE_H], torch.ones(2, TILE_H, TILE_W, dtype=torch.bool))
     assert not bool(out.masks[:, TILE_H].any())
+
+
+def test_equal_depths_keep_gsplats_order_by_index():
+    """Many Gaussians at one of three depths: a tile's entries of equal depth in (camera, Gaussian) index order,
+    as a stable sort of gsplat's keys (camera, tile, depth bits) in the order gsplat writes them leaves them."""
+    means2d, radii, depths = _projected(seed=6)
+    levels = torch.randint(0, 3, depths.shape, generator=torch.Generator().manual_seed(6))
+    depths = torch.tensor([0.5, 1.0, 2.0])[levels]
+    _, _, _, ids_written, flat_written, offsets = _gsplat_reference(means2d, radii, depths)
+    want = flat_written[torch.sort(ids_written, stable=True).indices]
+    out = isect_tiles_fixed(means2d, radii, depths, TILE, TILE_W, TILE_H, want.numel() + 5)
+    assert torch.equal(out.flatten_ids[: want.numel()], want)
+    start, end = _ranges(out.isect_offsets, want.numel() + 5)
+    ref_start, ref_end = _ranges(offsets, want.numel())
+    assert torch.equal(start[:, :TILE_H], ref_start) and torch.equal(end[:, :TILE_H], ref_end)
 
 
 def test_one_camera_and_capacity_equal_to_the_count():
@@ -113,7 +148,7 @@ def test_a_gaussian_with_a_non_finite_centre_lists_no_tile_and_an_empty_scene_on
 
     empty = isect_tiles_fixed(torch.zeros(1, 0, 2), torch.zeros(1, 0, dtype=torch.int32), torch.zeros(1, 0), TILE,
                               TILE_W, TILE_H, 64)  # fmt: skip
-    assert int(empty.n_isects) == 0 and bool((empty.isect_ids == PADDING_KEY).all())
+    assert int(empty.n_isects) == 0 and bool((empty.isect_ids == empty.key_layout.padding).all())
     assert not bool(empty.isect_offsets.any())
 
 
@@ -140,12 +175,23 @@ def test_no_host_read_and_shapes_that_depend_only_on_the_capacity():
     assert shapes[0] == shapes[1]
 
 
-def test_bad_capacity_and_too_many_tiles_are_refused():
+def test_a_bad_capacity_is_refused():
     means2d, radii, depths = _projected(C=1, N=4)
     with pytest.raises(ValueError, match="capacity must be at least 1"):
         isect_tiles_fixed(means2d, radii, depths, TILE, TILE_W, TILE_H, 0)
-    with pytest.raises(ValueError, match="62-bit key"):
-        isect_tiles_fixed(means2d, radii, depths, TILE, 1 << 15, 1 << 15, 16)
+
+
+def test_the_keys_are_int32_while_camera_tile_and_rank_fit_below_2_to_the_32():
+    # splat-plus-lite on fox at 1080x1920 (69 x 120 tiles with the added row), 93k Gaussians: 31 bits
+    lite = slot_key_layout(1, 93_000, 69 * 120)
+    assert (lite.dtype, lite.rank_bits, lite.camera_shift, lite.bias) == (torch.int32, 17, 31, 2**31)
+    assert slot_key_layout(1, 270_000, 64 * 94).dtype == torch.int32  # splat-plus on plush-dog: 32 bits
+    assert slot_key_layout(4, 270_000, 64 * 94).dtype == torch.int64  # and its 4 cameras per step: 34
+    # the largest real key must stay below the padding: 2**32 - 1 itself (every field all ones) goes wide
+    assert slot_key_layout(1, 2**20, 2**12).dtype == torch.int64
+    assert slot_key_layout(1, 2**20 - 1, 2**12).dtype == torch.int32
+    with pytest.raises(ValueError, match="63-bit key"):
+        slot_key_layout(2**20, 2**20, 2**30)
 
 
 # --- on the GPU: gsplat's rasterizer with these buffers, and a CUDA graph ------------------------------
