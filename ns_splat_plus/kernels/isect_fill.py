@@ -32,31 +32,30 @@ def _launcher() -> KernelLauncher:
     import triton
     import triton.language as tl
 
-    @triton.jit(do_not_specialize=["n_gaussians", "capacity", "tile_width", "rank_bits", "camera_shift", "bias"])
+    @triton.jit(do_not_specialize=["n_gaussians", "capacity", "tile_width", "camera_shift", "bias"])
     def fill_slot_keys(
         starts_ptr,
         counts_ptr,
         lower_x_ptr,
         lower_y_ptr,
         widths_ptr,
-        ranks_ptr,
+        owners_ptr,
         keys_ptr,
         ids_ptr,
         n_gaussians,
         capacity,
         tile_width,
-        rank_bits,
         camera_shift,
         bias,
         BLOCK: tl.constexpr,
     ):
-        g = tl.program_id(0).to(tl.int64)  # the flattened (camera, Gaussian) index
-        count = tl.load(counts_ptr + g)
-        start = tl.load(starts_ptr + g)
-        lower_x = tl.load(lower_x_ptr + g)
-        lower_y = tl.load(lower_y_ptr + g)
-        width = tl.maximum(tl.load(widths_ptr + g), 1)
-        rank = tl.load(ranks_ptr + g)
+        j = tl.program_id(0).to(tl.int64)  # the group: one Gaussian in one camera, in fill order
+        count = tl.load(counts_ptr + j)
+        start = tl.load(starts_ptr + j)
+        lower_x = tl.load(lower_x_ptr + j)
+        lower_y = tl.load(lower_y_ptr + j)
+        width = tl.maximum(tl.load(widths_ptr + j), 1)
+        g = tl.load(owners_ptr + j).to(tl.int64)  # its flattened (camera, Gaussian) index
         camera = g // n_gaussians
         high = camera << camera_shift
         for base in range(0, count, BLOCK):
@@ -64,7 +63,7 @@ def _launcher() -> KernelLauncher:
             slot = start + local
             inside = (local < count) & (slot < capacity)
             tile = (lower_y + local // width) * tile_width + lower_x + local % width
-            key = (high | (tile << rank_bits) | rank) - bias  # in int64, then the keys' dtype (values fit)
+            key = (high | tile) - bias  # in int64, then the keys' dtype (values fit)
             tl.store(keys_ptr + slot, key.to(keys_ptr.dtype.element_ty), mask=inside)
             tl.store(ids_ptr + slot, g.to(tl.int32), mask=inside)
 
@@ -72,16 +71,15 @@ def _launcher() -> KernelLauncher:
 
 
 def slot_keys_triton(
-    tiles_per_gauss: Tensor,
+    tiles_per_group: Tensor,
     ends: Tensor,
     lower: Tensor,
     extent: Tensor,
-    ranks: Tensor,
+    group_owner: Tensor,
     n_gaussians: int,
     tile_width: int,
     capacity: int,
     *,
-    rank_bits: int,
     camera_shift: int,
     bias: int,
     padding_key: int,
@@ -90,14 +88,15 @@ def slot_keys_triton(
     """The unsorted keys of ``capacity`` slots and each slot's (camera, Gaussian) index.
 
     Args:
-        tiles_per_gauss: [C * N] int64, each Gaussian's tile count (0 where it is not listed).
-        ends: [C * N] int64, their inclusive cumulative sum (slot ``ends[g] - tiles_per_gauss[g]`` is g's first).
-        lower: [C * N, 2] int64, the first tile column and row of each Gaussian's rectangle.
+        tiles_per_group: [C * N] int64, each group's tile count (0 where it is not listed); a group is one
+            (camera, Gaussian), in the order their slots are filled.
+        ends: [C * N] int64, their inclusive cumulative sum (slot ``ends[j] - tiles_per_group[j]`` is j's first).
+        lower: [C * N, 2] int64, the first tile column and row of each group's rectangle.
         extent: [C * N, 2] int64, the rectangle's columns and rows.
-        ranks: [C * N] int64, each Gaussian's rank by depth among its camera's.
+        group_owner: [C * N] int64, each group's flattened (camera, Gaussian) index ``c * N + n``.
         n_gaussians: N. tile_width: the grid's columns. capacity: K.
-        rank_bits, camera_shift, bias, padding_key, key_dtype: the keys' layout (a slot's key is
-            ``((camera << camera_shift) | (tile << rank_bits) | rank) - bias`` in ``key_dtype``; see
+        camera_shift, bias, padding_key, key_dtype: the keys' layout (a slot's key is
+            ``((camera << camera_shift) | tile) - bias`` in ``key_dtype``; see
             :class:`~ns_splat_plus.raster.fixed_capacity_isect.SlotKeyLayout`).
 
     Returns:
@@ -105,13 +104,13 @@ def slot_keys_triton(
     """
     keys = torch.full((capacity,), padding_key, dtype=key_dtype, device=ends.device)
     owner = torch.zeros(capacity, dtype=torch.int32, device=ends.device)
-    starts = (ends - tiles_per_gauss).contiguous()
-    groups = tiles_per_gauss.numel()
+    starts = (ends - tiles_per_group).contiguous()
+    groups = tiles_per_group.numel()
     if groups:
         _launcher()(
             (groups,),
-            starts, tiles_per_gauss.contiguous(), lower[:, 0].contiguous(), lower[:, 1].contiguous(),
-            extent[:, 0].contiguous(), ranks.contiguous(), keys, owner,
-            n_gaussians, capacity, tile_width, rank_bits, camera_shift, bias, BLOCK,
+            starts, tiles_per_group.contiguous(), lower[:, 0].contiguous(), lower[:, 1].contiguous(),
+            extent[:, 0].contiguous(), group_owner.contiguous(), keys, owner,
+            n_gaussians, capacity, tile_width, camera_shift, bias, BLOCK,
         )  # fmt: skip
     return keys, owner

@@ -16,18 +16,18 @@ grid and ``capacity``:
   pixel inside) and in the backward (the mask). gsplat's wrapper accepts the taller grid (it asserts
   ``tile_height * tile_size >= image_height``).
 
-A count above ``capacity`` drops the entries past it (``overflow`` says so, on the device): the
-caller reads ``overflow`` where a synchronisation costs nothing, or sizes ``capacity`` from the count
-(``n_isects``) of an earlier render.
+A count above ``capacity`` drops the entries of the farthest Gaussians of the last cameras (``overflow`` says so,
+on the device): the caller reads ``overflow`` where a synchronisation costs nothing, or sizes ``capacity`` from
+the count (``n_isects``) of an earlier render.
 
 Each Gaussian's tiles are gsplat's: ``floor`` / ``ceil`` of ``(mean2d -+ radius) / tile_size`` in float32,
-clamped to the grid, listed row by row. gsplat's keys are (camera, tile, the depth's 32 float bits); here the
-depth's place is the Gaussian's rank by depth among its camera's (a stable sort of the same bits, so equal
-depths keep the (camera, Gaussian) index order, as gsplat's stable sort keeps them). The ranks sort a tile's
-entries as the bits do, in as many bits as the Gaussian count needs: where (camera, tile, rank) fit 32 bits
-(splat-plus-lite's scenes, and 200k+ Gaussians at 1080p) the keys are int32, and the sort of ``capacity``
-slots moves half the key bytes in half the radix passes of an int64 sort. ``flatten_ids`` and
-``isect_offsets``, all the rasterizer reads, are gsplat's bit for bit.
+clamped to the grid, listed row by row. gsplat writes its entries in (camera, Gaussian) order and sorts them
+by (camera, tile, the depth's 32 float bits). Here the slots are filled camera by camera with each camera's
+Gaussians nearest first (a stable sort of the same bits, so equal depths keep the index order, as gsplat's
+stable sort keeps them), and a stable sort by (camera, tile) alone gives gsplat's order: ``flatten_ids`` and
+``isect_offsets``, all the rasterizer reads, are gsplat's bit for bit. The keys take the bits (camera, tile)
+need: int16 on one camera up to 65,535 tiles (1080p at 16-pixel tiles: 8,280), so the sort of the
+``capacity`` slots runs 2 radix passes over 2-byte keys where gsplat's keys would take 8 over 8 bytes.
 """
 
 from __future__ import annotations
@@ -40,29 +40,26 @@ from torch import Tensor
 
 @dataclass(frozen=True)
 class SlotKeyLayout:
-    """How a slot's key packs its entry: ``((camera << camera_shift) | (tile << rank_bits) | rank) - bias`` in
-    ``dtype`` (rank: the Gaussian's by depth among its camera's); ``padding``, an unused slot's key, sorts after
-    every real key and every tile's first key."""
+    """How a slot's key packs its entry's (camera, tile): ``((camera << camera_shift) | tile) - bias`` in ``dtype``;
+    ``padding``, an unused slot's key, sorts after every real key and every tile's first key."""
 
-    rank_bits: int
     camera_shift: int
     dtype: torch.dtype
     bias: int
     padding: int
 
 
-def slot_key_layout(cameras: int, gaussians: int, grid_tiles: int) -> SlotKeyLayout:
-    """The narrowest layout for ``cameras`` x ``gaussians`` entries over ``grid_tiles`` tiles (all >= 1): int32
-    (its keys shifted down by 2**31 into the signed range) where the largest key stays below 2**32 - 1, else
-    int64."""
-    rank_bits = (gaussians - 1).bit_length()
-    camera_shift = (grid_tiles - 1).bit_length() + rank_bits
-    largest = ((cameras - 1) << camera_shift) | ((grid_tiles - 1) << rank_bits) | (gaussians - 1)
-    if largest < 2**32 - 1:
-        return SlotKeyLayout(rank_bits, camera_shift, torch.int32, 2**31, 2**31 - 1)
-    if largest < 2**63 - 1:
-        return SlotKeyLayout(rank_bits, camera_shift, torch.int64, 0, 2**63 - 1)
-    raise ValueError(f"{cameras} cameras of {gaussians} Gaussians on {grid_tiles} tiles do not fit a 63-bit key")
+def slot_key_layout(cameras: int, grid_tiles: int) -> SlotKeyLayout:
+    """The narrowest layout for ``cameras`` over ``grid_tiles`` tiles (both >= 1) whose largest key stays below the
+    padding (the type's largest value): int16 or int32 with the keys shifted down by half the type's range into
+    its signed range, else int64."""
+    camera_shift = (grid_tiles - 1).bit_length()
+    largest = ((cameras - 1) << camera_shift) | (grid_tiles - 1)
+    for dtype, bias in ((torch.int16, 2**15), (torch.int32, 2**31), (torch.int64, 0)):
+        padding = torch.iinfo(dtype).max
+        if largest - bias < padding:
+            return SlotKeyLayout(camera_shift, dtype, bias, padding)
+    raise ValueError(f"{cameras} cameras of {grid_tiles} tiles do not fit a 63-bit key")
 
 
 @dataclass
@@ -72,7 +69,7 @@ class FixedCapacityIntersections:
     isect_ids: Tensor
     """[K] the sorted keys, in ``key_layout``; padding last."""
     key_layout: SlotKeyLayout
-    """How ``isect_ids`` pack (camera, tile, depth rank)."""
+    """How ``isect_ids`` pack (camera, tile)."""
     flatten_ids: Tensor
     """[K] int32, the flattened (camera, Gaussian) index ``c * N + n`` of each entry (0 in padding)."""
     isect_offsets: Tensor
@@ -88,11 +85,11 @@ class FixedCapacityIntersections:
 
 
 def slot_keys_torch(
-    tiles_per_gauss: Tensor,
+    tiles_per_group: Tensor,
     ends: Tensor,
     lower: Tensor,
     extent: Tensor,
-    ranks: Tensor,
+    group_owner: Tensor,
     n_gaussians: int,
     tile_width: int,
     layout: SlotKeyLayout,
@@ -100,24 +97,24 @@ def slot_keys_torch(
 ) -> tuple[Tensor, Tensor]:
     """The unsorted keys of ``capacity`` slots and each slot's (camera, Gaussian) index, from a
     search over the slots (arguments and returns: :func:`~ns_splat_plus.kernels.isect_fill.slot_keys_triton`,
-    whose shifts, bias, padding and key dtype ``layout`` gives). The path on the CPU, and the kernel's oracle."""
-    groups = tiles_per_gauss.numel()
-    # slot k belongs to the Gaussian whose [start, end) holds it; slots from the true count on are padding
+    whose shift, bias, padding and key dtype ``layout`` gives). The path on the CPU, and the kernel's oracle."""
+    groups = tiles_per_group.numel()
+    # slot k belongs to the group whose [start, end) holds it; slots from the true count on are padding
     slots = torch.arange(capacity, device=ends.device)
-    owner = torch.searchsorted(ends, slots, right=True).clamp_(max=groups - 1)
+    group = torch.searchsorted(ends, slots, right=True).clamp_(max=groups - 1)
     used = slots < ends[-1]
-    local = slots - (ends[owner] - tiles_per_gauss[owner])
-    width = extent[:, 0][owner].clamp(min=1)
-    tile_y = lower[:, 1][owner] + torch.div(local, width, rounding_mode="floor")
-    tile_x = lower[:, 0][owner] + torch.remainder(local, width)
+    local = slots - (ends[group] - tiles_per_group[group])
+    width = extent[:, 0][group].clamp(min=1)
+    tile_y = lower[:, 1][group] + torch.div(local, width, rounding_mode="floor")
+    tile_x = lower[:, 0][group] + torch.remainder(local, width)
+    owner = group_owner[group]
     camera = torch.div(owner, n_gaussians, rounding_mode="floor")
-    tile = tile_y * tile_width + tile_x
-    keys = ((camera << layout.camera_shift) | (tile << layout.rank_bits) | ranks[owner]) - layout.bias
+    keys = ((camera << layout.camera_shift) | (tile_y * tile_width + tile_x)) - layout.bias
     return torch.where(used, keys, layout.padding).to(layout.dtype), torch.where(used, owner, 0).to(torch.int32)
 
 
 def _slot_keys_triton(
-    tiles_per_gauss: Tensor, ends: Tensor, lower: Tensor, extent: Tensor, ranks: Tensor, n_gaussians: int,
+    tiles_per_group: Tensor, ends: Tensor, lower: Tensor, extent: Tensor, group_owner: Tensor, n_gaussians: int,
     tile_width: int, layout: SlotKeyLayout, capacity: int,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     # on CUDA: one program per Gaussian instead of ~20 operations over every slot; at plush-dog's sizes 0.54
@@ -126,7 +123,7 @@ def _slot_keys_triton(
     from ns_splat_plus.kernels.isect_fill import slot_keys_triton
 
     return slot_keys_triton(
-        tiles_per_gauss, ends, lower, extent, ranks, n_gaussians, tile_width, capacity, rank_bits=layout.rank_bits,
+        tiles_per_group, ends, lower, extent, group_owner, n_gaussians, tile_width, capacity,
         camera_shift=layout.camera_shift, bias=layout.bias, padding_key=layout.padding, key_dtype=layout.dtype,
     )  # fmt: skip
 
@@ -156,7 +153,7 @@ def isect_tiles_fixed(
     masks = torch.ones(C, tile_height + 1, tile_width, dtype=torch.bool, device=device)
     masks[:, tile_height] = False
     grid_tiles = (tile_height + 1) * tile_width
-    layout = slot_key_layout(max(C, 1), max(N, 1), grid_tiles)
+    layout = slot_key_layout(max(C, 1), grid_tiles)
     if C * N == 0:  # nothing to list: every slot is padding, every tile empty
         zero = torch.zeros((), dtype=torch.int64, device=device)
         return FixedCapacityIntersections(
@@ -182,26 +179,28 @@ def isect_tiles_fixed(
 
     lower, upper = tile_index(torch.floor(tile_xy - tile_radius)), tile_index(torch.ceil(tile_xy + tile_radius))
     extent = upper - lower  # [C, N, 2]
-    tiles_per_gauss = torch.where(radii > 0, extent[..., 0] * extent[..., 1], 0).reshape(-1)  # [C * N]
-    ends = torch.cumsum(tiles_per_gauss, 0)
+    tiles_per_gauss = torch.where(radii > 0, extent[..., 0] * extent[..., 1], 0)  # [C, N]
 
-    # each Gaussian's rank by depth in its camera: the float bits of positive depths order them as the floats,
-    # and the stable sort keeps equal depths in index order, as gsplat's stable sort of its keys does
+    # the slots are filled camera by camera, each camera's Gaussians nearest first: the float bits of positive
+    # depths order them as the floats, and the stable sort keeps equal depths in index order, as gsplat's stable
+    # sort of its (camera, tile, depth bits) keys does. A stable sort of the (camera, tile) keys alone then leaves
+    # each tile's entries in gsplat's order.
     by_depth = torch.sort(depths.to(torch.float32).contiguous().view(torch.int32), dim=-1, stable=True).indices
-    ranks = torch.empty_like(by_depth).scatter_(-1, by_depth, torch.arange(N, device=device).expand(C, N))
+    fill = (by_depth + torch.arange(C, device=device)[:, None] * N).reshape(-1)  # (camera, Gaussian) in fill order
+    tiles_in_fill = tiles_per_gauss.reshape(-1)[fill]
+    ends = torch.cumsum(tiles_in_fill, 0)
     n_isects = ends[-1]
     slot_keys = _slot_keys_triton if device.type == "cuda" else slot_keys_torch
-    keys, owner = slot_keys(tiles_per_gauss, ends, lower.reshape(-1, 2), extent.reshape(-1, 2), ranks.reshape(-1),
+    keys, owner = slot_keys(tiles_in_fill, ends, lower.reshape(-1, 2)[fill], extent.reshape(-1, 2)[fill], fill,
                             N, tile_width, layout, capacity)  # fmt: skip
     isect_ids, order = torch.sort(keys, stable=True)
     del keys  # the slot buffers are the recorded step's largest: hold as few of them at once as possible
     flatten_ids = owner[order]
     del owner, order
 
-    # each tile's first entry: gsplat's offsets, and the added row's tiles start where the next camera does;
-    # searched among the whole keys (a tile's first possible key: rank 0), so no [K] array of tile keys is made
+    # each tile's first entry: gsplat's offsets, and the added row's tiles start where the next camera does
     camera_keys = torch.arange(C, device=device)[:, None] << layout.camera_shift
-    queries = (camera_keys | (torch.arange(grid_tiles, device=device) << layout.rank_bits)) - layout.bias
+    queries = (camera_keys | torch.arange(grid_tiles, device=device)) - layout.bias
     isect_offsets = torch.searchsorted(isect_ids, queries.reshape(-1).to(layout.dtype)).to(torch.int32)
     return FixedCapacityIntersections(
         isect_ids=isect_ids,

@@ -15,7 +15,7 @@ TILE_WIDTH, TILE_HEIGHT = 9, 7
 
 def _inputs(cameras: int, n: int, seed: int, device: str = "cpu"):
     """Rectangles of tiles as isect_tiles_fixed makes them: some Gaussians in no tile, two cameras' counts, and
-    each camera's depth ranks (a permutation of 0..n-1)."""
+    the groups' owners in a fill order (camera by camera, each camera's Gaussians permuted)."""
     g = torch.Generator().manual_seed(seed)
     lower = torch.stack([torch.randint(0, TILE_WIDTH, (cameras * n,), generator=g),
                          torch.randint(0, TILE_HEIGHT + 1, (cameras * n,), generator=g)], -1)  # fmt: skip
@@ -23,25 +23,25 @@ def _inputs(cameras: int, n: int, seed: int, device: str = "cpu"):
                           torch.randint(0, 4, (cameras * n,), generator=g)], -1)  # fmt: skip
     extent = torch.minimum(extent, torch.tensor([TILE_WIDTH, TILE_HEIGHT + 1]) - lower)
     tiles = extent[:, 0] * extent[:, 1]
-    ranks = torch.cat([torch.randperm(n, generator=g) for _ in range(cameras)])
-    args = [tiles, torch.cumsum(tiles, 0), lower, extent, ranks]
+    owners = torch.cat([c * n + torch.randperm(n, generator=g) for c in range(cameras)])
+    args = [tiles, torch.cumsum(tiles, 0), lower, extent, owners]
     return [a.to(device) for a in args]
 
 
 def _layout(cameras: int, n: int, wide: bool) -> isect.SlotKeyLayout:
-    """The layout isect_tiles_fixed picks at these sizes (int32), or its int64 layout for the same fields."""
-    narrow = isect.slot_key_layout(cameras, n, (TILE_HEIGHT + 1) * TILE_WIDTH)
-    assert narrow.dtype == torch.int32
-    return isect.SlotKeyLayout(narrow.rank_bits, narrow.camera_shift, torch.int64, 0, 2**63 - 1) if wide else narrow
+    """The layout isect_tiles_fixed picks at these sizes (int16), or the int64 layout of the same shift."""
+    narrow = isect.slot_key_layout(cameras, (TILE_HEIGHT + 1) * TILE_WIDTH)
+    assert narrow.dtype == torch.int16
+    return isect.SlotKeyLayout(narrow.camera_shift, torch.int64, 0, 2**63 - 1) if wide else narrow
 
 
 def check_the_kernel_writes_the_pytorch_path_s_keys(
     cameras: int, n: int, seed: int, capacity_fraction: float, wide: bool
 ) -> None:
-    tiles, ends, lower, extent, ranks = _inputs(cameras, n, seed)
+    tiles, ends, lower, extent, owners = _inputs(cameras, n, seed)
     layout = _layout(cameras, n, wide)
     capacity = max(int(int(ends[-1]) * capacity_fraction), 1)
-    args = (tiles, ends, lower, extent, ranks, n, TILE_WIDTH, layout, capacity)
+    args = (tiles, ends, lower, extent, owners, n, TILE_WIDTH, layout, capacity)
     want = isect.slot_keys_torch(*args)
     got = isect._slot_keys_triton(*args)
     for name, a, b in zip(("keys", "owner"), got, want, strict=True):

@@ -1,8 +1,8 @@
 """Tile intersections of a fixed capacity (ns_splat_plus/raster/fixed_capacity_isect.py): gsplat's entries
 in gsplat's order and gsplat's tile ranges (against gsplat 1.4.0's own PyTorch implementation of
-isect_tiles / isect_offset_encode), in int32 keys of depth ranks and in int64 keys alike, equal depths in
-gsplat's order, the padding sorted last and spanned by the masked extra tile row, overflow reported, and no
-host read. On the GPU: gsplat's rasterizer gives the same pixels with these
+isect_tiles / isect_offset_encode), in int16 and int64 keys alike, equal depths in gsplat's order, the padding
+sorted last and spanned by the masked extra tile row, overflow reported (the nearest Gaussians' entries kept),
+and no host read. On the GPU: gsplat's rasterizer gives the same pixels with these
 buffers as with its own, and the intersection is recorded in a CUDA graph and replayed."""
 
 from __future__ import annotations
@@ -46,16 +46,14 @@ def _decode_gsplat(keys: torch.Tensor, tile_bits: int):
 
 
 def _decode(keys: torch.Tensor, layout: SlotKeyLayout):
-    """(camera, tile, depth rank) of isect_tiles_fixed's sorted keys."""
+    """(camera, tile) of isect_tiles_fixed's sorted keys."""
     unbiased = keys.to(torch.int64) + layout.bias
-    tile_bits = layout.camera_shift - layout.rank_bits
-    rank = unbiased & ((1 << layout.rank_bits) - 1)
-    return unbiased >> layout.camera_shift, (unbiased >> layout.rank_bits) & ((1 << tile_bits) - 1), rank
+    return unbiased >> layout.camera_shift, unbiased & ((1 << layout.camera_shift) - 1)
 
 
 def _wide(layout: SlotKeyLayout) -> SlotKeyLayout:
-    """The int64 layout of the same fields (what larger scenes get)."""
-    return SlotKeyLayout(layout.rank_bits, layout.camera_shift, torch.int64, 0, 2**63 - 1)
+    """The int64 layout of the same shift (what a grid of more than 65,535 tiles gets)."""
+    return SlotKeyLayout(layout.camera_shift, torch.int64, 0, 2**63 - 1)
 
 
 def _ranges(offsets: torch.Tensor, n_total: int):
@@ -80,13 +78,11 @@ def test_entries_order_and_tile_ranges_are_gsplats(monkeypatch, wide):
     assert int(out.n_isects) == n and not bool(out.overflow)
     assert torch.equal(out.tiles_per_gauss, tiles_per_gauss)
     assert out.isect_ids.shape == (capacity,) and out.flatten_ids.dtype == torch.int32
-    assert out.isect_ids.dtype == (torch.int64 if wide else torch.int32) == out.key_layout.dtype
+    assert out.isect_ids.dtype == (torch.int64 if wide else torch.int16) == out.key_layout.dtype
     assert torch.equal(out.flatten_ids[:n], flat), "not gsplat's order of entries"
-    camera, tile, rank = _decode(out.isect_ids[:n], out.key_layout)
+    camera, tile = _decode(out.isect_ids[:n], out.key_layout)
     gsplat_camera, gsplat_tile, _ = _decode_gsplat(ids, (TILE_H * TILE_W).bit_length())
     assert torch.equal(camera, gsplat_camera) and torch.equal(tile, gsplat_tile)
-    depth_rank = torch.argsort(torch.argsort(depths, dim=-1), dim=-1).reshape(-1)  # the depths are distinct
-    assert torch.equal(rank, depth_rank[flat.long()])
     assert bool((out.isect_ids[n:] == out.key_layout.padding).all()) and bool((out.flatten_ids[n:] == 0).all())
 
     # every real tile's range is gsplat's; the added row holds no entry but the padding, at the very end
@@ -127,14 +123,20 @@ def test_one_camera_and_capacity_equal_to_the_count():
     assert torch.equal(start[:, :TILE_H], ref_start) and torch.equal(end[:, :TILE_H], ref_end)
 
 
-def test_overflow_is_reported_and_keeps_the_first_entries_gsplat_writes():
+def test_overflow_is_reported_and_keeps_the_nearest_gaussians_entries():
+    """Half the room: the slots hold the entries of each camera's nearest Gaussians, camera by camera (gsplat's
+    written entries ordered by (camera, depth) with each Gaussian's tiles in their row order), sorted by tile."""
     means2d, radii, depths = _projected(seed=1)
     _, ids, _, ids_written, flat_written, _ = _gsplat_reference(means2d, radii, depths)
     capacity = ids.numel() // 2
     out = isect_tiles_fixed(means2d, radii, depths, TILE, TILE_W, TILE_H, capacity)
     assert bool(out.overflow) and int(out.n_isects) == ids.numel()
-    kept_keys, order = torch.sort(ids_written[:capacity], stable=True)
-    assert torch.equal(out.flatten_ids, flat_written[:capacity][order])
+    tile_bits = (TILE_H * TILE_W).bit_length()
+    camera, tile, depth_bits = _decode_gsplat(ids_written, tile_bits)
+    fill_order = torch.sort((camera << 32) | depth_bits, stable=True).indices  # (camera, depth), tiles in row order
+    kept = fill_order[:capacity]
+    by_tile = torch.sort((camera << tile_bits | tile)[kept], stable=True).indices
+    assert torch.equal(out.flatten_ids, flat_written[kept][by_tile])
     start, end = _ranges(out.isect_offsets, capacity)
     assert int(end.reshape(-1)[-1]) == capacity and int(start.reshape(-1)[-1]) == capacity  # no padding left
 
@@ -181,17 +183,17 @@ def test_a_bad_capacity_is_refused():
         isect_tiles_fixed(means2d, radii, depths, TILE, TILE_W, TILE_H, 0)
 
 
-def test_the_keys_are_int32_while_camera_tile_and_rank_fit_below_2_to_the_32():
-    # splat-plus-lite on fox at 1080x1920 (69 x 120 tiles with the added row), 93k Gaussians: 31 bits
-    lite = slot_key_layout(1, 93_000, 69 * 120)
-    assert (lite.dtype, lite.rank_bits, lite.camera_shift, lite.bias) == (torch.int32, 17, 31, 2**31)
-    assert slot_key_layout(1, 270_000, 64 * 94).dtype == torch.int32  # splat-plus on plush-dog: 32 bits
-    assert slot_key_layout(4, 270_000, 64 * 94).dtype == torch.int64  # and its 4 cameras per step: 34
-    # the largest real key must stay below the padding: 2**32 - 1 itself (every field all ones) goes wide
-    assert slot_key_layout(1, 2**20, 2**12).dtype == torch.int64
-    assert slot_key_layout(1, 2**20 - 1, 2**12).dtype == torch.int32
+def test_the_keys_take_the_narrowest_type_that_camera_and_tile_fit():
+    fox = slot_key_layout(1, 69 * 120)  # 1080x1920 at 16-pixel tiles, with the added row
+    assert (fox.dtype, fox.camera_shift, fox.bias, fox.padding) == (torch.int16, 14, 2**15, 2**15 - 1)
+    assert slot_key_layout(4, 69 * 120).dtype == torch.int16  # 4 cameras per step: 3 << 14 | 8279 = 57,431
+    assert slot_key_layout(1, 2**16).dtype == torch.int32  # a 4096x4096 image (257 x 256 tiles) and beyond
+    # the largest real key must stay below the padding: 65,535 itself (every bit one) goes to int32
+    assert slot_key_layout(1, 2**16 - 1).dtype == torch.int16
+    assert slot_key_layout(2, 2**15).dtype == torch.int32
+    assert slot_key_layout(2**20, 2**20).dtype == torch.int64
     with pytest.raises(ValueError, match="63-bit key"):
-        slot_key_layout(2**20, 2**20, 2**30)
+        slot_key_layout(2**40, 2**30)
 
 
 # --- on the GPU: gsplat's rasterizer with these buffers, and a CUDA graph ------------------------------
