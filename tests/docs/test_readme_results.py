@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 from pathlib import Path
 
 import pytest
@@ -128,24 +127,16 @@ def test_the_fastgs_table_is_the_benchmark():
         assert f"{metric.upper()} {shown}" in line, (line, shown)
 
 
-ONE_COMMIT = {  # the README's scene -> the benchmark of its four methods at one commit
-    "fox": REPO / "benchmarks" / "2026-11-29-h200-fox-four-methods-warmup-at-every-size" / "results.json",
-    "plush-dog": REPO / "benchmarks" / "2026-11-29-h200-plush-dog-four-methods-and-fused-lite" / "results.json",
+ONE_COMMIT_BENCHMARK = REPO / "benchmarks" / "2026-11-29-h200x2-four-methods-one-commit"
+ONE_COMMIT = {  # the README's scene -> the report of its methods at one commit
+    "fox": ONE_COMMIT_BENCHMARK / "fox" / "results.json",
+    "plush-dog": ONE_COMMIT_BENCHMARK / "plush-dog" / "results.json",
 }
-ONE_COMMIT_METHODS = {  # (scene, the README's row) -> the benchmark's method (plush-dog's lite: the fused-loss variant)
-    **{
-        (scene, m): m
-        for scene in ONE_COMMIT
-        for m in ("splatfacto", "splat-plus", "splat-plus-fast", "splat-plus-lite")
-    },
-    ("plush-dog", "splat-plus-lite"): "lite-fused",
+ONE_COMMIT_METHODS = {  # (scene, the README's row) -> the report's method
+    **{(scene, m): m for scene in ONE_COMMIT for m in METHODS},
+    ("plush-dog", "splat-plus --cuda-graph True"): "sp-graph",
 }
-ONE_COMMIT_HEADING = "At one commit: process wall"
-
-
-def _one_commit_text() -> str:
-    """The one-commit subsection's text on one line (its sentences wrap)."""
-    return " ".join(_subsection(ONE_COMMIT_HEADING).split())
+ONE_COMMIT_HEADING = "At one commit: process wall and GPU busy"
 
 
 def _one_commit_rows() -> dict:
@@ -153,7 +144,7 @@ def _one_commit_rows() -> dict:
     rows = {}
     for line in _subsection(ONE_COMMIT_HEADING).splitlines():
         cells = _cells(line)
-        if len(cells) == 6 and tuple(cells[:2]) in ONE_COMMIT_METHODS:
+        if len(cells) == 7 and tuple(cells[:2]) in ONE_COMMIT_METHODS:
             rows[tuple(cells[:2])] = cells[1:]
     return rows
 
@@ -161,6 +152,8 @@ def _one_commit_rows() -> dict:
 def test_the_one_commit_table_is_the_benchmarks_timed_runs():
     results = {scene: json.loads(path.read_text()) for scene, path in ONE_COMMIT.items()}
     timed = {(scene, r["method"]): r for scene, report in results.items() for r in report["runs"] if r["timing_valid"]}
+    sources = {r["environment"]["ns-splat-plus-source"] for r in timed.values()}
+    assert len(sources) == 1, f"every run of the table from one source tree: {sources}"
     rows = _one_commit_rows()
     assert sorted(rows) == sorted(ONE_COMMIT_METHODS), rows
     for (scene, shown), method in ONE_COMMIT_METHODS.items():
@@ -170,52 +163,8 @@ def test_the_one_commit_table_is_the_benchmarks_timed_runs():
         if method != "splatfacto":
             assert f"({run['process_wall_s'] / reference_wall:.3f}x)" in cells[1], cells[1]
         assert cells[2] == f"{run['step_time_ms_median']:.2f} ms", (cells[2], run["step_time_ms_median"])
-        assert cells[3] == f"{run['num_gaussians'] / 1000:.0f}k", (cells[3], run["num_gaussians"])
-        assert cells[4] == f"{run['train_peak_gib']:.2f} GiB", (cells[4], run["train_peak_gib"])
-    # lite's preset is the benchmark's lite-fused: the fused loss on (method.py's LITE_FUSED_LOSS)
-    from ns_splat_plus.method import splat_plus_lite
-
-    assert splat_plus_lite.config.pipeline.model.fused_loss
-    runs = results["plush-dog"]["runs"]
-    line = _one_commit_text()
-    for metric, unit, digits in (("psnr", " dB", 2), ("ssim", "", 4)):
-        values = {m: [r[metric] for r in runs if r["method"] == m] for m in ("splat-plus-lite", "lite-fused")}
-        assert len(values["splat-plus-lite"]) == len(values["lite-fused"]) == 5, values
-        interval = welch_interval(values["splat-plus-lite"], values["lite-fused"], confidence=0.90)
-        shown = f"{interval['diff']:+.{digits}f} ± {interval['half_width']:.{digits}f}{unit}".replace("-", "−")
-        assert shown in line, (metric, shown)
-    # fox: lite's PSNR over its 5 runs (mean ± sample SD) and splatfacto's one run
-    fox = {
-        m: [r["psnr"] for r in results["fox"]["runs"] if r["method"] == m] for m in ("splat-plus-lite", "splatfacto")
-    }
-    assert len(fox["splat-plus-lite"]) == 5 and len(fox["splatfacto"]) == 1, fox
-    lite = f"{statistics.mean(fox['splat-plus-lite']):.2f} ± {statistics.stdev(fox['splat-plus-lite']):.2f} over 5 runs"
-    assert f"Lite's PSNR on fox: {lite} (splatfacto's one run: {fox['splatfacto'][0]:.2f})" in line, line
-
-
-AGAIN = REPO / "benchmarks" / "2026-11-29-h200-plush-dog-lite-against-splatfacto" / "results.json"
-
-
-def test_plush_dog_again_is_the_benchmark():
-    """The line under the one-commit table: lite's and splatfacto's timed walls, their ratio, lite's warmup in
-    that wall, and each method's PSNR over its runs (mean ± sample SD), from the benchmark's report."""
-    runs = json.loads(AGAIN.read_text())["runs"]
-    timed = {r["method"]: r for r in runs if r["timing_valid"]}
-    psnr = {m: [r["psnr"] for r in runs if r["method"] == m] for m in ("splat-plus-lite", "splatfacto")}
-    lite, reference = timed["splat-plus-lite"]["process_wall_s"], timed["splatfacto"]["process_wall_s"]
-    warmup = timed["splat-plus-lite"]["train_wall_parts"]["warmup_s"]
-    line = _one_commit_text()
-    assert f"{lite:.1f} s against {reference:.1f} s ({lite / reference:.3f}x)" in line, line
-    assert f"lite's {lite:.1f} s include a {warmup:.1f} s warmup" in line, line
-    for shown, method in (("lite", "splat-plus-lite"), ("splatfacto", "splatfacto")):
-        values = psnr[method]
-        expected = f"{shown} {statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} over {len(values)} runs"
-        assert expected in line, (expected, line)
-    summary = {s["method"]: s for s in json.loads(AGAIN.read_text())["summary"]}
-    welch = summary["splat-plus-lite"]["vs_reference"]["psnr"]["welch"]
-    assert (welch["n_a"], welch["n_b"], welch["confidence"]) == (
-        len(psnr["splat-plus-lite"]),
-        len(psnr["splatfacto"]),
-        0.9,
-    )
-    assert f"lite − splatfacto {welch['diff']:+.2f} ± {welch['half_width']:.2f} dB." in line, line
+        assert cells[3] == f"{run['gpu_busy_ms']:.2f} ms", (cells[3], run["gpu_busy_ms"])
+        assert cells[4] == f"{run['num_gaussians'] / 1000:.0f}k", (cells[4], run["num_gaussians"])
+        assert cells[5] == f"{run['train_peak_gib']:.2f} GiB", (cells[5], run["train_peak_gib"])
+    commit = (ONE_COMMIT_BENCHMARK / "raw" / "commit.txt").read_text().strip()
+    assert f"(`{commit[:7]}`)" in _subsection(ONE_COMMIT_HEADING), "the subsection names another commit"
