@@ -16,7 +16,7 @@ ns-train calls, and model construction, which ns-eval / ns-viewer / ns-export re
 Touch points, by library and the versions they were written for: what is touched, the function
 here that touches it, [the fallback, where one exists; probed at start-up where marked "probed"].
 The package is split by library (``nerfstudio_private``, ``gsplat_private``, ``torch_private``,
-``lpips``, ``versions``); everything is reached as ``upstream.<name>``.
+``viser_private``, ``lpips``, ``versions``); everything is reached as ``upstream.<name>``.
 :class:`TrainerLike` (:mod:`.trainer`) is the type of nerfstudio's ``Trainer`` as the layers use it (a Protocol).
 
 nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
@@ -43,6 +43,10 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
                                                    the page of ns-viewer)
   ``ExternalMethodDummyTrainerConfig.__post_init__``  :func:`list_external_methods_without_inspect_stack` (1.25 s
                                                    of import; splat-plus commands only)
+viser 0.2.7 (:mod:`.viser_private`)
+  ``_icons.svg_from_icon`` (and its names in ``_gui_api``, ``_gui_handles``)
+                                                   :func:`read_icons_from_one_index` (1.27 s of the viewer's
+                                                   start; splat-plus commands only)
 gsplat 1.4.0 (:mod:`.gsplat_private`)
   ``cuda._backend._C``                             :func:`gsplat_extension` (the JIT-built extension)
   ``cuda._wrapper`` projection / tiles             :func:`gsplat_kernels` (strip rendering)
@@ -97,6 +101,7 @@ from ns_splat_plus.upstream.versions import (
     warn_once,
 )
 from ns_splat_plus.upstream.viewer_hook import ViewerHook, on_viewer_built  # noqa: F401
+from ns_splat_plus.upstream.viser_private import *  # noqa: F401,F403
 
 SKIP_VERSION_CHECK_ENV = "NS_SPLAT_PLUS_SKIP_VERSION_CHECK"
 

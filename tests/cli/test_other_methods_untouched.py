@@ -42,11 +42,15 @@ def _loggers():
             yield logger
 
 
-def _classes_we_may_touch():
-    # nerfstudio's classes whose methods splat-plus commands replace (upstream/nerfstudio_private.py)
+def _attributes_we_may_touch():
+    # what splat-plus commands replace: a method of nerfstudio's (upstream/nerfstudio_private.py), viser's
+    # icon reader (upstream/viser_private.py)
     module = sys.modules.get("nerfstudio.configs.external_methods")
     if module is not None:
-        yield module.__name__, module.ExternalMethodDummyTrainerConfig, "__post_init__"
+        yield module.__name__ + ".ExternalMethodDummyTrainerConfig", module.ExternalMethodDummyTrainerConfig, "__post_init__"
+    for name in ("viser._icons", "viser._gui_api", "viser._gui_handles"):
+        if name in sys.modules:
+            yield name, sys.modules[name], "svg_from_icon"
 
 
 def _report():
@@ -67,7 +71,7 @@ def _report():
             f"{logger.name}: {f!r}" for logger in _loggers() for f in logger.filters + logger.handlers if _ours(f)
         ),
         "replaced_methods": sorted(
-            f"{name}.{cls.__name__}.{attr}" for name, cls, attr in _classes_we_may_touch() if _ours(getattr(cls, attr))
+            f"{name}.{attr}" for name, holder, attr in _attributes_we_may_touch() if _ours(getattr(holder, attr))
         ),
     }
     with open(os.environ["SPLAT_PLUS_TEST_PROBE_REPORT"], "w") as f:
@@ -115,6 +119,21 @@ def test_ns_train_nerfacto_help_keeps_python_s_hooks(tmp_path):
     proc, report = _probed(tmp_path, [console_script("ns-train"), "nerfacto", "--help"])
     assert proc.returncode == 0 and "--pipeline.model" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
     _assert_untouched(report, proc.stdout[-1000:] + proc.stderr[-2000:])
+
+
+@pytest.mark.slow
+def test_ns_train_splat_plus_help_replaces_what_the_probe_looks_for(tmp_path):
+    """The probe's control: in a splat-plus command it sees what splat-plus commands replace, so its empty
+    reports above mean untouched."""
+    proc, report = _probed(tmp_path, [console_script("ns-train"), "splat-plus", "--help"])
+    assert proc.returncode == 0 and "--pipeline.model" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert report["plugin_imported"], report
+    assert report["replaced_methods"] == [
+        "nerfstudio.configs.external_methods.ExternalMethodDummyTrainerConfig.__post_init__",
+        "viser._gui_api.svg_from_icon",
+        "viser._gui_handles.svg_from_icon",
+        "viser._icons.svg_from_icon",
+    ], report
 
 
 @pytest.mark.slow

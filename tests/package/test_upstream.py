@@ -306,3 +306,36 @@ def test_external_methods_are_listed_without_inspect_stack_and_a_user_s_choice_s
     method = next(iter(listed[0].values())).method
     dummy(method_name="chosen-by-a-user", method=method)
     assert offers == ["chosen-by-a-user"]
+
+
+def test_viser_icons_read_from_one_index_are_viser_s_own_bytes(monkeypatch):
+    """viser 0.2.7 reads its tar's headers from the start for every icon; splat-plus commands read them once
+    (upstream/viser_private.py). The icons nerfstudio's viewer and ours ask for, and some others, are
+    viser's own; a second viewer's icons read nothing again."""
+    import random
+    import tarfile
+
+    from viser import _gui_api, _gui_handles, _icons
+
+    viser_s_own = _icons.svg_from_icon
+    with tarfile.open(_icons.ICONS_DIR / "tabler-icons.tar") as tar:
+        every_icon = sorted(m.name.removesuffix(".svg") for m in tar.getmembers() if m.isfile())
+    assert not getattr(viser_s_own, "reads_one_index", False), "this test's process is not a splat-plus command"
+    for module in (_icons, _gui_api, _gui_handles):  # monkeypatch restores viser's own after the test
+        monkeypatch.setattr(module, "svg_from_icon", module.svg_from_icon)
+    assert upstream.read_icons_from_one_index()
+    indexed = _icons.svg_from_icon
+    assert _gui_api.svg_from_icon is indexed and _gui_handles.svg_from_icon is indexed
+    assert upstream.read_icons_from_one_index() and _icons.svg_from_icon is indexed  # not wrapped twice
+    names = ["player-pause", "player-play", "x", "circle-check", "device-floppy", "camera", "video"]
+    names += random.Random(0).sample(every_icon, 8)
+    expected = [viser_s_own(name) for name in names]
+    opened = []
+    real_open = tarfile.open
+    monkeypatch.setattr(tarfile, "open", lambda *a, **k: opened.append(a) or real_open(*a, **k))
+    assert [indexed(name) for name in names] == expected
+    assert len(opened) == 1, f"the tar opened {len(opened)} times for {len(names)} icons (viser: once per icon)"
+    before = len(opened)
+    for name in names:
+        indexed(name)
+    assert len(opened) == before, "an icon read again"
