@@ -1,4 +1,4 @@
-"""Every private nerfstudio / gsplat / torch / Triton / torchmetrics touch point of splat-plus, and
+"""Every private nerfstudio / gsplat / torch / Triton / torchmetrics / viser touch point of splat-plus, and
 the start-up check.
 
 splat-plus subclasses nerfstudio and gsplat where it can; where it must reach into private code,
