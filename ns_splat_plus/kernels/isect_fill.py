@@ -63,7 +63,7 @@ def _launcher() -> KernelLauncher:
             slot = start + local
             inside = (local < count) & (slot < capacity)
             tile = (lower_y + local // width) * tile_width + lower_x + local % width
-            key = (high | tile) - bias  # in int64, then the keys' dtype (values fit)
+            key = (high | tile) - bias  # SlotKeyLayout.pack, in int64, then the keys' dtype (values fit)
             tl.store(keys_ptr + slot, key.to(keys_ptr.dtype.element_ty), mask=inside)
             tl.store(ids_ptr + slot, g.to(tl.int32), mask=inside)
 

@@ -48,6 +48,10 @@ class SlotKeyLayout:
     bias: int
     padding: int
 
+    def pack(self, camera: Tensor, tile: Tensor) -> Tensor:
+        """The keys of entries of ``camera`` and ``tile`` (int64 tensors that broadcast together), in int64."""
+        return ((camera << self.camera_shift) | tile) - self.bias
+
 
 def slot_key_layout(cameras: int, grid_tiles: int) -> SlotKeyLayout:
     """The narrowest layout for ``cameras`` over ``grid_tiles`` tiles (both >= 1) whose largest key stays below the
@@ -109,7 +113,7 @@ def slot_keys_torch(
     tile_x = lower[:, 0][group] + torch.remainder(local, width)
     owner = group_owner[group]
     camera = torch.div(owner, n_gaussians, rounding_mode="floor")
-    keys = ((camera << layout.camera_shift) | (tile_y * tile_width + tile_x)) - layout.bias
+    keys = layout.pack(camera, tile_y * tile_width + tile_x)
     return torch.where(used, keys, layout.padding).to(layout.dtype), torch.where(used, owner, 0).to(torch.int32)
 
 
@@ -199,8 +203,7 @@ def isect_tiles_fixed(
     del owner, order
 
     # each tile's first entry: gsplat's offsets, and the added row's tiles start where the next camera does
-    camera_keys = torch.arange(C, device=device)[:, None] << layout.camera_shift
-    queries = (camera_keys | torch.arange(grid_tiles, device=device)) - layout.bias
+    queries = layout.pack(torch.arange(C, device=device)[:, None], torch.arange(grid_tiles, device=device))
     isect_offsets = torch.searchsorted(isect_ids, queries.reshape(-1).to(layout.dtype)).to(torch.int32)
     return FixedCapacityIntersections(
         isect_ids=isect_ids,

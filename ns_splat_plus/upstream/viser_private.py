@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import tarfile
 from typing import Callable, Dict, Tuple
 
@@ -17,21 +18,18 @@ ICON_READERS = ("viser._icons", "viser._gui_api", "viser._gui_handles")
 
 def indexed_svg_from_icon(tarball) -> Callable[[str], str]:
     """An ``svg_from_icon`` that reads each icon of ``tarball`` at its offset from one index of the tar
-    (built at the first icon asked for), each icon once: the bytes viser's own returns."""
+    (built at the first icon asked for): the bytes viser's own returns."""
     index: Dict[str, Tuple[int, int]] = {}
-    read: Dict[str, str] = {}
 
     def svg_from_icon(icon_name: str) -> str:
         assert isinstance(icon_name, str)
-        if icon_name not in read:
-            if not index:
-                with tarfile.open(tarball) as tar:
-                    index.update({m.name: (m.offset_data, m.size) for m in tar.getmembers() if m.isfile()})
-            offset, size = index[f"{icon_name}.svg"]
-            with open(tarball, "rb") as f:
-                f.seek(offset)
-                read[icon_name] = f.read(size).decode("utf-8")
-        return read[icon_name]
+        if not index:
+            with tarfile.open(tarball) as tar:
+                index.update({m.name: (m.offset_data, m.size) for m in tar.getmembers() if m.isfile()})
+        offset, size = index[f"{icon_name}.svg"]
+        with open(tarball, "rb") as f:
+            f.seek(offset)
+            return f.read(size).decode("utf-8")
 
     svg_from_icon.reads_one_index = True  # type: ignore[attr-defined]
     return svg_from_icon
@@ -46,8 +44,6 @@ def read_icons_from_one_index() -> bool:
     they are."""
     if installed_version("viser") != VISER_VERSION:
         return False
-    import importlib
-
     modules = [importlib.import_module(name) for name in ICON_READERS]
     if getattr(modules[0].svg_from_icon, "reads_one_index", False):
         return True

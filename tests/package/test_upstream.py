@@ -311,7 +311,7 @@ def test_external_methods_are_listed_without_inspect_stack_and_a_user_s_choice_s
 def test_viser_icons_read_from_one_index_are_viser_s_own_bytes(monkeypatch):
     """viser 0.2.7 reads its tar's headers from the start for every icon; splat-plus commands read them once
     (upstream/viser_private.py). The icons nerfstudio's viewer and ours ask for, and some others, are
-    viser's own; a second viewer's icons read nothing again."""
+    viser's own; a second viewer's icons do not read the headers again."""
     import random
     import tarfile
 
@@ -338,4 +338,4 @@ def test_viser_icons_read_from_one_index_are_viser_s_own_bytes(monkeypatch):
     before = len(opened)
     for name in names:
         indexed(name)
-    assert len(opened) == before, "an icon read again"
+    assert len(opened) == before, "the tar's headers read again"
