@@ -76,6 +76,9 @@ Triton 3.2-3.9: 3.6 with torch 2.11, 3.8 with torch 2.14 (:mod:`.gsplat_private`
 torchmetrics 1.x, torchvision (:mod:`.torch_private`, :mod:`.lpips`)
   ``Metric._defaults``, ``_update_count``, ``_computed``  :func:`metric_state_names` (warmup snapshot)
   LPIPS' AlexNet download                          :func:`build_lpips` (local weights, else one short download)
+  ``_LPIPS.scaling_layer``, ``net.slice1-5``,      :func:`lpips_in_row_strips` (LPIPS over row strips within the
+  ``lins``, ``_normalize_tensor`` (1.9)            training peak) [:func:`lpips_strip_geometry`: None, the whole
+                                                   image, for any other structure]
 """
 
 from __future__ import annotations

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, List, NamedTuple, Optional, cast
 
 import torch
 from nerfstudio.utils.rich_utils import CONSOLE
+from torch import Tensor
 
 _LPIPS_WARNED = False
 
@@ -102,3 +103,118 @@ def warn_lpips_unavailable() -> None:
 
     CONSOLE.print(f"[yellow]{escape(_UNAVAILABLE)}[/yellow]", soft_wrap=True)  # one line in logs, however long
     _LPIPS_WARNED = True
+
+
+# --- LPIPS in row strips: the same value within a bounded device memory --------------------------------
+# Touches torchmetrics 1.x's _LPIPS internals (``scaling_layer``, ``net.slice1..N``, ``lins``, ``L``,
+# ``_normalize_tensor``), written for torchmetrics 1.9 (AlexNet as torchvision builds it). Anything else
+# (another backbone, ``spatial`` or ``resize`` set) is reported by :func:`lpips_strip_geometry` as None.
+
+
+class _RowMap(NamedTuple):
+    """Rows of one LPIPS feature map as rows of the input: row ``i`` reads input rows
+    ``[i * stride - pad, i * stride - pad + field)`` (zero rows outside the image)."""
+
+    stride: int
+    pad: int
+    field: int
+
+
+def lpips_strip_geometry(metric: torch.nn.Module) -> Optional[List[_RowMap]]:
+    """The row map of each of LPIPS' feature maps (AlexNet: 5), or None where the metric is not the
+    plain torchmetrics LPIPS this was written for (then only the whole-image call is used)."""
+    net = getattr(metric, "net", None)
+    backbone = getattr(net, "net", None)
+    if net is None or backbone is None or getattr(net, "spatial", True) or getattr(net, "resize", 0) is not None:
+        return None
+    slices: List[Any] = [getattr(backbone, f"slice{i}", None) for i in range(1, int(getattr(net, "L", 0)) + 1)]
+    if not slices or any(s is None for s in slices) or len(getattr(net, "lins", [])) != len(slices):
+        return None
+    maps, stride, pad, field = [], 1, 0, 1
+    for block in slices:
+        for layer in block:
+            if isinstance(layer, (torch.nn.Conv2d, torch.nn.MaxPool2d)):
+                k, s, p = (_pair_rows(getattr(layer, name)) for name in ("kernel_size", "stride", "padding"))
+                if isinstance(layer, torch.nn.MaxPool2d) and (layer.ceil_mode or _pair_rows(layer.dilation) != 1):
+                    return None
+                if isinstance(layer, torch.nn.Conv2d) and _pair_rows(layer.dilation) != 1:
+                    return None
+                pad, field, stride = pad + p * stride, field + (k - 1) * stride, stride * s
+            elif not isinstance(layer, torch.nn.ReLU):
+                return None
+        maps.append(_RowMap(stride, pad, field))
+    return maps
+
+
+def _pair_rows(value) -> int:
+    return int(value[0] if isinstance(value, (tuple, list)) else value)
+
+
+def lpips_strip_halo(geometry: List[_RowMap]) -> int:
+    """Input rows a strip reads beyond its own rows, above and below together (memory planning)."""
+    align = max(m.stride for m in geometry)
+    return max(m.pad for m in geometry) + align + max(m.field - m.pad for m in geometry)
+
+
+def lpips_in_row_strips(metric: torch.nn.Module, img1: Tensor, img2: Tensor, rows: int) -> Tensor:
+    """``metric(img1, img2)`` (torchmetrics' LPIPS, ``normalize`` as built) computed over row strips of
+    about ``rows`` input rows each, so that the device holds one strip's features at a time.
+
+    Each strip's crop reaches far enough above and below for its rows of every feature map to read only
+    real image rows, and starts on a row that keeps every layer's stride grid; each feature map's rows
+    are split between the strips, and its spatial mean is the sum over strips / its size. The same value
+    as the whole-image call, float rounding aside (``tests/evaluation/test_evaluation.py``).
+
+    Args:
+        metric: torchmetrics' ``LearnedPerceptualImagePatchSimilarity`` (``lpips_strip_geometry`` not None).
+        img1, img2: [1, 3, H, W] images in [0, 1] (``normalize=True``) or [-1, 1].
+        rows: input rows per strip without the rows read around it (rounded down to the stride grid).
+
+    Returns:
+        A scalar tensor: LPIPS of the two images.
+    """
+    from torchmetrics.functional.image.lpips import _normalize_tensor
+
+    geometry = lpips_strip_geometry(metric)
+    if geometry is None or img1.shape[0] != 1:
+        raise ValueError("lpips_in_row_strips: not the plain AlexNet/VGG/Squeeze LPIPS of one image pair")
+    net: Any = metric.net
+    if getattr(metric, "normalize", False):
+        img1, img2 = 2 * img1 - 1, 2 * img2 - 1
+    H = img1.shape[-2]
+    align = max(m.stride for m in geometry)
+    rows = max(align, rows // align * align)
+    top = -(-max(m.pad for m in geometry) // align) * align
+    bottom = max(m.field - m.pad for m in geometry)
+    totals = [img1.new_zeros(()) for _ in geometry]
+    counts = [0] * len(geometry)
+    for start in range(0, H, rows):
+        stop = min(H, start + rows)
+        c0, c1 = max(0, start - top), min(H, stop + bottom)
+        feats = [net.scaling_layer(img[:, :, c0:c1]) for img in (img1, img2)]
+        for index, (block, row_map, lin) in enumerate(zip(_slices(net), geometry, net.lins)):
+            feats = [block(f) for f in feats]
+            # this strip's rows of the map: those whose anchor row (i * stride) is in [start, stop), the last
+            # strip taking every row below; a crop row's global index is its index + c0 / stride
+            first = -(-start // row_map.stride)
+            last = -(-stop // row_map.stride) if stop < H else feats[0].shape[-2] + c0 // row_map.stride
+            _check_rows_exact(row_map, first, last, c0, c1, H)
+            offset = c0 // row_map.stride
+            a, b = (_normalize_tensor(f[:, :, first - offset : last - offset]) for f in feats)
+            if a.shape[-2] == 0:  # a small map whose rows all anchor in other strips
+                continue
+            totals[index] = totals[index] + lin((a - b) ** 2).sum()
+            counts[index] += a.shape[-2] * a.shape[-1]  # rows past the map's end (near the bottom) do not exist
+    return cast(Tensor, sum(total / count for total, count in zip(totals, counts)))
+
+
+def _slices(net) -> List[torch.nn.Module]:
+    return [getattr(net.net, f"slice{i}") for i in range(1, int(net.L) + 1)]
+
+
+def _check_rows_exact(row_map: _RowMap, first: int, last: int, c0: int, c1: int, H: int) -> None:
+    """Every kept row reads only crop rows, or zero padding where the crop edge is the image's edge."""
+    lo = first * row_map.stride - row_map.pad
+    hi = (last - 1) * row_map.stride - row_map.pad + row_map.field
+    if (c0 > 0 and lo < c0) or (c1 < H and hi > c1) or c0 % row_map.stride:
+        raise RuntimeError(f"LPIPS strip rows {first}-{last} read outside the crop {c0}-{c1}")

@@ -240,16 +240,105 @@ def test_gpu_eval_peak_does_not_exceed_train_peak(tmp_path, monkeypatch):
     assert tracker.eval_peak_bytes <= tracker.train_peak_bytes, tracker.as_dict()
 
 
-def test_metrics_run_on_the_host_where_they_would_take_the_device_above_the_training_peak():
-    from ns_splat_plus.model.metrics import LPIPS_BYTES_PER_PIXEL, SSIM_BYTES_PER_PIXEL, fits_on_device
+def test_a_metric_runs_whole_in_strips_or_on_the_host_by_the_device_memory_left():
+    from ns_splat_plus.model.metrics import MIN_STRIP_ROWS, SSIM_BYTES_PER_PIXEL, rows_per_strip
 
-    cuda, held = torch.device("cuda", 0), 10**6
-    for per_pixel in (SSIM_BYTES_PER_PIXEL, LPIPS_BYTES_PER_PIXEL):
-        need = per_pixel * 100 * 200
-        assert fits_on_device(cuda, need, limit_bytes=held + need, allocated_bytes=held)
-        assert not fits_on_device(cuda, need, limit_bytes=held + need - 1, allocated_bytes=held)
-    assert fits_on_device(cuda, 10**12, limit_bytes=None, allocated_bytes=10**12)  # no training peak known
-    assert fits_on_device(torch.device("cpu"), 10**12, limit_bytes=1, allocated_bytes=10**12)
+    H, W, halo, per_pixel = 1080, 1920, 10, SSIM_BYTES_PER_PIXEL
+    whole = per_pixel * H * W
+    assert rows_per_strip(H, W, per_pixel, halo, free_bytes=None) is None  # off CUDA / no training peak known
+    assert rows_per_strip(H, W, per_pixel, halo, free_bytes=whole) is None
+    rows = rows_per_strip(H, W, per_pixel, halo, free_bytes=whole // 3)
+    assert rows is not None and MIN_STRIP_ROWS <= rows < H
+    assert per_pixel * W * (rows + halo) <= whole // 3 < per_pixel * W * (rows + halo + 1)  # the most that fits
+    smallest = per_pixel * W * (MIN_STRIP_ROWS + halo)
+    assert rows_per_strip(H, W, per_pixel, halo, free_bytes=smallest) == MIN_STRIP_ROWS
+    assert rows_per_strip(H, W, per_pixel, halo, free_bytes=smallest - 1) == 0  # the host
+    assert rows_per_strip(H, W, per_pixel, halo, free_bytes=-(10**9)) == 0  # the device already above the peak
+
+
+@pytest.fixture
+def stand_in_lpips(tmp_path, monkeypatch):
+    """torchmetrics' LPIPS as the model builds it, with stand-in AlexNet weights (no network)."""
+    import torchvision
+
+    from ns_splat_plus import upstream
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))
+    path = upstream.alexnet_weights_path()
+    path.parent.mkdir(parents=True)
+    torch.manual_seed(0)
+    torch.save(torchvision.models.alexnet(weights=None).state_dict(), path)
+    return upstream.build_lpips()
+
+
+def _image_pair(height, width, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    a = torch.rand(1, 3, height, width, generator=generator)
+    return a, (a + 0.1 * torch.randn(a.shape, generator=generator)).clamp(0, 1)
+
+
+@pytest.mark.parametrize("height, width", [(203, 317), (480, 64), (97, 130)])
+def test_lpips_in_row_strips_is_the_whole_image_value(stand_in_lpips, height, width):
+    """Each strip reads far enough beyond its rows, on every layer's stride grid, for its share of every
+    feature map to be the whole image's: the same LPIPS at any strip height (float rounding aside)."""
+    from ns_splat_plus import upstream
+
+    geometry = upstream.lpips_strip_geometry(stand_in_lpips)
+    assert [m.stride for m in geometry] == [4, 8, 16, 16, 16]  # AlexNet's five feature maps
+    a, b = _image_pair(height, width)
+    with torch.no_grad():
+        whole = float(stand_in_lpips.net(a, b, normalize=True))
+        assert whole > 0
+        for rows in (16, 40, 100, height):
+            assert float(upstream.lpips_in_row_strips(stand_in_lpips, a, b, rows)) == pytest.approx(whole, rel=1e-5)
+
+
+@pytest.mark.parametrize("height", [75, 203])
+def test_ssim_in_row_strips_is_the_whole_image_value(height):
+    from pytorch_msssim import SSIM
+
+    from ns_splat_plus.model.metrics import ssim_in_row_strips
+
+    ssim = SSIM(data_range=1.0, size_average=True, channel=3)
+    a, b = _image_pair(height, 150)
+    whole = float(ssim(a, b))
+    for rows in (1, 7, 64, height - 10):
+        assert float(ssim_in_row_strips(ssim, a, b, rows)) == pytest.approx(whole, rel=1e-6), rows
+
+
+def test_image_metrics_are_the_same_whole_in_strips_and_on_the_host(trained, stand_in_lpips, monkeypatch):
+    """The metrics of one render with the device memory left for all of it, for strips only, and for less
+    than the smallest strip (the host): the same numbers, and each path taken where it should be."""
+    from ns_splat_plus import upstream
+    from ns_splat_plus.model import metrics
+    from ns_splat_plus.model.metrics import LPIPS_BYTES_PER_PIXEL, SSIM_BYTES_PER_PIXEL
+
+    model = trained.pipeline.model
+    monkeypatch.setitem(model._modules, "lpips", stand_in_lpips)
+    monkeypatch.setattr(model, "eval_pixel_budget", lambda: 0)
+    H, W = 480, 160
+    a, b = _image_pair(H, W, seed=3)
+    outputs = {"rgb": a[0].permute(1, 2, 0).contiguous(), "background": torch.zeros(3)}
+    batch = {"image": b[0].permute(1, 2, 0).contiguous()}
+    calls = []
+    for name, module in (("ssim_in_row_strips", metrics), ("lpips_in_row_strips", upstream)):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args, _real=real, _name=name: calls.append(_name) or _real(*args))
+    results = {}
+    strips = LPIPS_BYTES_PER_PIXEL * W * 260  # LPIPS: 81 rows a strip (its halo: 179), SSIM: 396 of 480
+    assert strips < SSIM_BYTES_PER_PIXEL * H * W
+    for label, free in (("whole", None), ("strips", strips), ("host", 1)):
+        monkeypatch.setattr(metrics, "_free_bytes", lambda device, limit, _free=free: _free)
+        calls.clear()
+        with torch.no_grad():
+            results[label], _ = metrics.image_metrics(model, outputs, batch)
+        results[label]["calls"] = sorted(set(calls))
+    assert results["whole"]["calls"] == [] and results["host"]["calls"] == []
+    assert results["strips"]["calls"] == ["lpips_in_row_strips", "ssim_in_row_strips"]
+    for key in ("psnr", "ssim", "lpips"):
+        assert results["whole"][key] is not None and results["whole"][key] > 0
+        for label in ("strips", "host"):
+            assert results[label][key] == pytest.approx(results["whole"][key], rel=1e-5), (label, key)
 
 
 def test_lpips_is_built_at_the_first_evaluation_not_at_start_up(tmp_path, monkeypatch):

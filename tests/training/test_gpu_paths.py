@@ -756,3 +756,49 @@ def test_eval_peak_at_1500x1000_with_lpips_stays_within_the_train_peak(tmp_path,
     assert tracker.train_peak_bytes and tracker.eval_peak_bytes, tracker.as_dict()
     print(f"train peak {tracker.train_peak_bytes / 2**20:.0f} MiB, eval peak {tracker.eval_peak_bytes / 2**20:.0f} MiB")
     assert tracker.eval_peak_bytes <= tracker.train_peak_bytes, tracker.as_dict()
+
+
+@gpu_only
+def test_metrics_in_strips_stay_within_the_limit_with_the_whole_image_values(scene, tmp_path, monkeypatch):
+    """SSIM and LPIPS of a 1920x1080 render under a limit that holds neither whole image's metric: both run
+    in row strips on the GPU (not the host), the device's peak stays within the limit, and the numbers
+    are those of the whole-image metrics (TF32 convolutions aside)."""
+    import torchvision
+
+    from ns_splat_plus import upstream
+    from ns_splat_plus.model import metrics
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))
+    weights = upstream.alexnet_weights_path()
+    weights.parent.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    torch.save(torchvision.models.alexnet(weights=None).state_dict(), weights)
+    trainer = build_trainer(_device_config(scene, tmp_path / "out", "cuda", steps=1))
+    close_writers()
+    model, device = trainer.pipeline.model, torch.device("cuda")
+    assert model.lpips is not None
+    monkeypatch.setattr(model, "eval_pixel_budget", lambda: 0)
+    H, W = 1080, 1920
+    generator = torch.Generator(device).manual_seed(0)
+    rgb = torch.rand(H, W, 3, device=device, generator=generator)
+    outputs = {"rgb": rgb, "background": torch.zeros(3, device=device)}
+    batch = {"image": (rgb + 0.1 * torch.randn(rgb.shape, device=device, generator=generator)).clamp(0, 1)}
+    used = []
+    for name, module in (("ssim_in_row_strips", metrics), ("lpips_in_row_strips", upstream)):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args, _real=real, _name=name: used.append(_name) or _real(*args))
+    with torch.no_grad():
+        model.eval_memory_limit_bytes = None
+        whole, _ = metrics.image_metrics(model, outputs, batch)
+        assert used == []
+        held = torch.cuda.memory_allocated(device)
+        limit = held + metrics.SSIM_BYTES_PER_PIXEL * H * W // 2  # half of SSIM's whole image, a third of LPIPS'
+        model.eval_memory_limit_bytes = limit
+        torch.cuda.reset_peak_memory_stats(device)
+        stripped, _ = metrics.image_metrics(model, outputs, batch)
+        peak = torch.cuda.max_memory_allocated(device)
+    assert sorted(set(used)) == ["lpips_in_row_strips", "ssim_in_row_strips"], used
+    print(f"limit {limit / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB, whole {whole}, strips {stripped}")
+    assert peak <= limit, (peak, limit)
+    for key in ("psnr", "ssim", "lpips"):
+        assert stripped[key] == pytest.approx(whole[key], rel=2e-3), (key, whole, stripped)
