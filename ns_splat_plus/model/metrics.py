@@ -2,12 +2,13 @@
 
 Entry point: :func:`image_metrics`, behind ``SplatPlusModel.get_image_metrics_and_images``. Evaluation
 never needs more device memory than training (the training peak is the limit). SSIM and LPIPS of an
-image whose whole-image computation would pass it run over row strips that fit (:func:`rows_per_strip`;
+image whose whole-image computation would pass it run over row strips that fit (:func:`device_rows`;
 the same value, float rounding aside), and on the host only where not even a strip of
-:data:`MIN_STRIP_ROWS` rows fits; so do renders larger than training's pixel budget, so that the device
-never holds more full-resolution images than training needs. Until 2026-11-30 the whole metric went to
-the host instead, which took ns-eval of splat-plus-lite on fox (9 images at 1920x1080) to 23.6 s against
-splatfacto's 7.8 s. LPIPS is ``None``, never 0, when its weights are unavailable. With
+:data:`MIN_STRIP_ROWS` rows fits. Renders larger than training's pixel budget are rasterized in strips
+to the host, so that the device never holds more full-resolution images than training needs: their
+PSNR is computed there, and their SSIM and LPIPS on the device in crops, within the same limit. Until
+2026-11-30 such metrics ran on the host, which took ns-eval of splat-plus-lite on fox (9 images at
+1920x1080) to 23.6 s against splatfacto's 7.8 s. LPIPS is ``None``, never 0, when its weights are unavailable. With
 ``--pipeline.model.color-corrected-metrics True`` ``cc_psnr`` / ``cc_ssim`` / ``cc_lpips`` are added, as
 splatfacto does (nerfstudio's ``color_correct``).
 """
@@ -56,7 +57,9 @@ def rows_per_strip(
     return rows if rows >= MIN_STRIP_ROWS else 0
 
 
-def ssim_in_row_strips(ssim: torch.nn.Module, img1: Tensor, img2: Tensor, rows: int) -> Tensor:
+def ssim_in_row_strips(
+    ssim: torch.nn.Module, img1: Tensor, img2: Tensor, rows: int, device: Optional[torch.device] = None
+) -> float:
     """``ssim(img1, img2)`` (pytorch_msssim's ``SSIM``, ``size_average=True``: the mean over the valid
     map) over strips of ``rows`` valid rows, each read with the window's ``win - 1`` rows below it.
 
@@ -64,15 +67,18 @@ def ssim_in_row_strips(ssim: torch.nn.Module, img1: Tensor, img2: Tensor, rows: 
         ssim: pytorch_msssim's ``SSIM`` module (its ``win``: [C, 1, 1, win]).
         img1, img2: [1, C, H, W] images.
         rows: valid (output) rows per strip.
+        device: where each strip is computed (the module's device; crops are copied there), or None:
+            where the images are.
 
     Returns:
-        A scalar tensor: the strips' means weighted by their rows, the whole-image mean."""
+        The strips' means weighted by their rows: the whole image's mean."""
     reach = _window_rows(ssim) - 1
     valid = img1.shape[-2] - reach
-    total = img1.new_zeros(())
+    total = 0.0
     for start in range(0, valid, rows):
         stop = min(valid, start + rows)
-        total = total + ssim(img1[:, :, start : stop + reach], img2[:, :, start : stop + reach]) * (stop - start)
+        a, b = (img[:, :, start : stop + reach].to(device or img.device) for img in (img1, img2))
+        total += float(ssim(a, b)) * (stop - start)
     return total / valid
 
 
@@ -100,13 +106,41 @@ def _lpips_on(model, device: torch.device):
     return host
 
 
-def _lpips(model, gt: Tensor, pred: Tensor, on_host: bool, limit: Optional[int]) -> float:
+IMAGE_COPIES_BYTES_PER_PIXEL = 24
+"""The two float RGB crops a strip copies to the device when the images are held on the host."""
+
+
+def device_rows(
+    height: int, width: int, bytes_per_pixel: int, halo_rows: int, free_bytes: Optional[int], held_on_host: bool
+) -> Optional[int]:
+    """Where a metric of an image runs: None, whole, on the device the images are on; 0, on the host; else
+    in strips of that many rows on the device. Images held on the host (renders over training's pixel
+    budget) go to the device only in crops, and only within a known limit."""
+    if not held_on_host:
+        return rows_per_strip(height, width, bytes_per_pixel, halo_rows, free_bytes)
+    if free_bytes is None:  # no training peak known, or no CUDA: scored where they are
+        return 0
+    rows = rows_per_strip(height, width, bytes_per_pixel + IMAGE_COPIES_BYTES_PER_PIXEL, halo_rows, free_bytes)
+    return height if rows is None else rows  # the whole image as one strip
+
+
+def _ssim(model, gt: Tensor, pred: Tensor, rows: Optional[int], device: torch.device) -> float:
+    import pytorch_msssim
+
+    if rows is None:
+        return float(model.ssim(gt, pred))
+    if rows == 0:
+        return float(pytorch_msssim.ssim(gt.cpu(), pred.cpu(), data_range=1.0, size_average=True))
+    return ssim_in_row_strips(model.ssim, gt, pred, rows, device)
+
+
+def _lpips(model, gt: Tensor, pred: Tensor, device: torch.device, limit: Optional[int]) -> float:
     """LPIPS of [1, 3, H, W] images: whole, in row strips, or on the host (see the module's docstring)."""
     H, W = gt.shape[-2:]
-    device = gt.device
     geometry = upstream.lpips_strip_geometry(model.lpips)
     halo = upstream.lpips_strip_halo(geometry) if geometry is not None else H
-    rows = 0 if on_host else rows_per_strip(H, W, LPIPS_BYTES_PER_PIXEL, halo, _free_bytes(device, limit))
+    held_on_host = gt.device.type != device.type
+    rows = device_rows(H, W, LPIPS_BYTES_PER_PIXEL, halo, _free_bytes(device, limit), held_on_host)
     # nerfstudio's ns-train sets cudnn.benchmark, whose algorithm search for AlexNet at full resolution
     # can take gigabytes of workspace: heuristics instead, as for any one-off input size
     with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, benchmark=False):
@@ -115,14 +149,13 @@ def _lpips(model, gt: Tensor, pred: Tensor, on_host: bool, limit: Optional[int])
         if rows == 0 or geometry is None:
             host = torch.device("cpu")
             return float(_lpips_on(model, host)(gt.to(host), pred.to(host)))
-        return float(upstream.lpips_in_row_strips(model.lpips, gt, pred, rows))
+        return upstream.lpips_in_row_strips(model.lpips, gt, pred, rows, device)
 
 
 def image_metrics(
     model, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]
 ) -> Tuple[Dict[str, Optional[float]], Dict[str, Tensor]]:
     """Metrics of ``outputs["rgb"]`` [H, W, 3] against ``batch["image"]`` and the side-by-side image."""
-    import pytorch_msssim
     from nerfstudio.model_components.lib_bilagrid import color_correct
     from torchmetrics.functional.image import peak_signal_noise_ratio
 
@@ -131,10 +164,10 @@ def image_metrics(
     device = torch.device(model.device)
     limit = getattr(model, "eval_memory_limit_bytes", None)  # the training peak, set by the evaluation
     budget = model.eval_pixel_budget()
+    held_on_host = (budget > 0 and H * W > budget) and device.type != "cpu"  # rendered in strips to the host
     reach = _window_rows(model.ssim) - 1
-    ssim_rows = rows_per_strip(H, W, SSIM_BYTES_PER_PIXEL, reach, _free_bytes(device, limit))
-    on_host = (budget > 0 and H * W > budget) or ssim_rows == 0
-    if on_host:
+    ssim_rows = device_rows(H, W, SSIM_BYTES_PER_PIXEL, reach, _free_bytes(device, limit), held_on_host)
+    if held_on_host or ssim_rows == 0:  # not even a strip of SSIM fits beside them: PSNR and SSIM on the host
         image = batch["image"].cpu()
         image = image.float() / 255.0 if image.dtype == torch.uint8 else image.float()
         gt_rgb = model.composite_with_background(image, outputs["background"].cpu())
@@ -146,18 +179,13 @@ def image_metrics(
         gt = torch.moveaxis(gt_rgb, -1, 0)[None, ...]
         pred = torch.moveaxis(pred_hwc, -1, 0)[None, ...]
         psnr = peak_signal_noise_ratio(pred, gt, data_range=1.0)  # splatfacto's PeakSignalNoiseRatio(data_range=1.0)
-        if on_host:
-            ssim = pytorch_msssim.ssim(gt, pred, data_range=1.0, size_average=True)
-        elif ssim_rows is None:
-            ssim = model.ssim(gt, pred)
-        else:
-            ssim = ssim_in_row_strips(model.ssim, gt, pred, ssim_rows)
+        ssim = _ssim(model, gt, pred, ssim_rows, device)
         lpips = None
         if model.lpips is None and collectives.get_rank() == 0:
             upstream.warn_lpips_unavailable()  # said once, where LPIPS would have been computed
         if model.lpips is not None:
-            lpips = _lpips(model, gt, pred, on_host, limit)
-        return {f"{prefix}psnr": float(psnr.item()), f"{prefix}ssim": float(ssim), f"{prefix}lpips": lpips}
+            lpips = _lpips(model, gt, pred, device, limit)
+        return {f"{prefix}psnr": float(psnr.item()), f"{prefix}ssim": ssim, f"{prefix}lpips": lpips}
 
     metrics = score(predicted_rgb, "")
     if model.config.color_corrected_metrics:

@@ -416,7 +416,8 @@ class SplatPlusModel(SplatfactoModel):
         return self._gt(outputs, batch)
 
     def eval_pixel_budget(self) -> int:
-        """Evaluation renders above this many pixels go in strips and are scored on the host (0: never)."""
+        """Evaluation renders above this many pixels are rasterized in strips to the host (0: never); their
+        SSIM and LPIPS then run on the device from row crops (:func:`.metrics.image_metrics`)."""
         if self.config.eval_max_pixels is not None:
             return self.config.eval_max_pixels
         return getattr(self, "max_train_pixels", 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, List, NamedTuple, Optional, cast
+from typing import Any, List, NamedTuple, Optional
 
 import torch
 from nerfstudio.utils.rich_utils import CONSOLE
@@ -156,7 +156,9 @@ def lpips_strip_halo(geometry: List[_RowMap]) -> int:
     return max(m.pad for m in geometry) + align + max(m.field - m.pad for m in geometry)
 
 
-def lpips_in_row_strips(metric: torch.nn.Module, img1: Tensor, img2: Tensor, rows: int) -> Tensor:
+def lpips_in_row_strips(
+    metric: torch.nn.Module, img1: Tensor, img2: Tensor, rows: int, device: Optional[torch.device] = None
+) -> float:
     """``metric(img1, img2)`` (torchmetrics' LPIPS, ``normalize`` as built) computed over row strips of
     about ``rows`` input rows each, so that the device holds one strip's features at a time.
 
@@ -169,9 +171,11 @@ def lpips_in_row_strips(metric: torch.nn.Module, img1: Tensor, img2: Tensor, row
         metric: torchmetrics' ``LearnedPerceptualImagePatchSimilarity`` (``lpips_strip_geometry`` not None).
         img1, img2: [1, 3, H, W] images in [0, 1] (``normalize=True``) or [-1, 1].
         rows: input rows per strip without the rows read around it (rounded down to the stride grid).
+        device: where each strip is computed (the metric's device; its crops are copied there), or
+            None: where the images are.
 
     Returns:
-        A scalar tensor: LPIPS of the two images.
+        LPIPS of the two images.
     """
     from torchmetrics.functional.image.lpips import _normalize_tensor
 
@@ -186,12 +190,12 @@ def lpips_in_row_strips(metric: torch.nn.Module, img1: Tensor, img2: Tensor, row
     rows = max(align, rows // align * align)
     top = -(-max(m.pad for m in geometry) // align) * align
     bottom = max(m.field - m.pad for m in geometry)
-    totals = [img1.new_zeros(()) for _ in geometry]
+    totals = [0.0] * len(geometry)
     counts = [0] * len(geometry)
     for start in range(0, H, rows):
         stop = min(H, start + rows)
         c0, c1 = max(0, start - top), min(H, stop + bottom)
-        feats = [net.scaling_layer(img[:, :, c0:c1]) for img in (img1, img2)]
+        feats = [net.scaling_layer(img[:, :, c0:c1].to(device or img.device)) for img in (img1, img2)]
         for index, (block, row_map, lin) in enumerate(zip(_slices(net), geometry, net.lins)):
             feats = [block(f) for f in feats]
             # this strip's rows of the map: those whose anchor row (i * stride) is in [start, stop), the last
@@ -203,9 +207,9 @@ def lpips_in_row_strips(metric: torch.nn.Module, img1: Tensor, img2: Tensor, row
             a, b = (_normalize_tensor(f[:, :, first - offset : last - offset]) for f in feats)
             if a.shape[-2] == 0:  # a small map whose rows all anchor in other strips
                 continue
-            totals[index] = totals[index] + lin((a - b) ** 2).sum()
+            totals[index] += float(lin((a - b) ** 2).sum())
             counts[index] += a.shape[-2] * a.shape[-1]  # rows past the map's end (near the bottom) do not exist
-    return cast(Tensor, sum(total / count for total, count in zip(totals, counts)))
+    return sum(total / count for total, count in zip(totals, counts))
 
 
 def _slices(net) -> List[torch.nn.Module]:

@@ -256,6 +256,22 @@ def test_a_metric_runs_whole_in_strips_or_on_the_host_by_the_device_memory_left(
     assert rows_per_strip(H, W, per_pixel, halo, free_bytes=-(10**9)) == 0  # the device already above the peak
 
 
+def test_images_held_on_the_host_go_to_the_device_in_crops_within_a_known_limit():
+    """Renders over training's pixel budget are held on the host: their metrics go to the device only as
+    crops (their copies counted), never without a known training peak, and whole only as one strip."""
+    from ns_splat_plus.model.metrics import IMAGE_COPIES_BYTES_PER_PIXEL, SSIM_BYTES_PER_PIXEL, device_rows
+
+    H, W, halo, per_pixel = 1080, 1920, 10, SSIM_BYTES_PER_PIXEL
+    with_copies = (per_pixel + IMAGE_COPIES_BYTES_PER_PIXEL) * W
+    assert device_rows(H, W, per_pixel, halo, free_bytes=None, held_on_host=True) == 0
+    assert device_rows(H, W, per_pixel, halo, free_bytes=None, held_on_host=False) is None
+    assert device_rows(H, W, per_pixel, halo, free_bytes=with_copies * H, held_on_host=True) == H
+    assert device_rows(H, W, per_pixel, halo, free_bytes=per_pixel * W * H, held_on_host=False) is None
+    rows = device_rows(H, W, per_pixel, halo, free_bytes=per_pixel * W * H, held_on_host=True)  # the copies count
+    assert rows is not None and with_copies * (rows + halo) <= per_pixel * W * H < with_copies * (rows + halo + 1)
+    assert device_rows(H, W, per_pixel, halo, free_bytes=with_copies * (64 + halo) - 1, held_on_host=True) == 0
+
+
 @pytest.fixture
 def stand_in_lpips(tmp_path, monkeypatch):
     """torchmetrics' LPIPS as the model builds it, with stand-in AlexNet weights (no network)."""

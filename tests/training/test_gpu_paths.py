@@ -800,5 +800,15 @@ def test_metrics_in_strips_stay_within_the_limit_with_the_whole_image_values(sce
     assert sorted(set(used)) == ["lpips_in_row_strips", "ssim_in_row_strips"], used
     print(f"limit {limit / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB, whole {whole}, strips {stripped}")
     assert peak <= limit, (peak, limit)
+    # a render over training's pixel budget (held on the host): its crops go to the device, within the limit
+    monkeypatch.setattr(model, "eval_pixel_budget", lambda: H * W // 4)
+    used.clear()
+    with torch.no_grad():
+        torch.cuda.reset_peak_memory_stats(device)
+        from_host, _ = metrics.image_metrics(model, outputs, batch)
+        peak_from_host = torch.cuda.max_memory_allocated(device)
+    assert sorted(set(used)) == ["lpips_in_row_strips", "ssim_in_row_strips"], used
+    assert peak_from_host <= limit, (peak_from_host, limit)
     for key in ("psnr", "ssim", "lpips"):
         assert stripped[key] == pytest.approx(whole[key], rel=2e-3), (key, whole, stripped)
+        assert from_host[key] == pytest.approx(whole[key], rel=2e-3), (key, whole, from_host)
