@@ -221,8 +221,18 @@ def describe(exc: BaseException, argv: List[str]) -> Optional[Tuple[str, int]]:
         return f"--load-config {config} is a directory, not a config.yml{what_to_do}", 2
     import yaml
 
+    problem = getattr(exc, "problem", None) or ""
+    if isinstance(exc, yaml.constructor.ConstructorError) and problem.startswith("cannot find module"):
+        # a class of a package this environment lacks (another plugin's): say which
+        return (
+            f"--load-config {config} names a Python class that cannot be imported here: {problem}. The run was "
+            "trained with a package that is not installed in this environment\n"
+            "  What to do: install that package (the version the run was trained with), or run where it is installed",
+            2,
+        )
     if isinstance(exc, (yaml.YAMLError, UnicodeDecodeError)):
-        problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # yaml's problem ("cannot find 'x' in the module 'y'") says more than its first line ("while constructing ...")
+        problem = problem or (str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
         return f"--load-config {config} cannot be read as a config.yml (truncated or edited? {problem}){what_to_do}", 2
     if isinstance(exc, KeyError) and exc.args and isinstance(exc.args[0], str):
         # eval_setup looks the saved method_name up among the installed methods

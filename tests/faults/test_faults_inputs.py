@@ -332,6 +332,9 @@ def _bad_config(kind: str, trained: Path, folder: Path) -> Path:
     elif kind == "truncated":  # cut inside a class tag: not YAML any more
         cut = saved.index("!!python/object:ns_splat_plus.training.pipeline") + len("!!python/object:ns_splat_plus.tr")
         text = saved[:cut]
+    elif kind == "foreign_class":  # a class of a package not installed here (another plugin, a renamed module)
+        tag = "!!python/object:ns_splat_plus.parallel.config.DataParallelConfig"
+        text = saved.replace(tag, "!!python/object:some_plugin_not_installed.config.DataParallelConfig")
     elif kind == "empty":
         text = ""
     elif kind == "sh_degree":
@@ -353,6 +356,7 @@ LOAD_CONFIG_CASES = [
     ("ns-train", "max_num_iterations", ["max_num_iterations is 'forty', but it must be of type int", "What to do"]),
     ("ns-train", "empty", ["empty.yml is not the config.yml of a training run", "What to do"]),
     ("ns-viewer", "truncated", ["truncated.yml cannot be read as a config.yml", "What to do"]),
+    ("ns-eval", "foreign_class", ["cannot find module 'some_plugin_not_installed.config'", "What to do: install"]),
     ("ns-export", "other_method", ["method 'some-plugin-not-installed', which is not installed", "What to do"]),
 ]
 
