@@ -15,7 +15,8 @@ splatfacto does (nerfstudio's ``color_correct``).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+import contextlib
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -134,6 +135,19 @@ def _ssim(model, gt: Tensor, pred: Tensor, rows: Optional[int], device: torch.de
     return ssim_in_row_strips(model.ssim, gt, pred, rows, device)
 
 
+@contextlib.contextmanager
+def _cudnn_heuristics() -> Iterator[None]:
+    """cuDNN's heuristics, not its benchmark: nerfstudio's ns-train sets cudnn.benchmark, whose algorithm
+    search for AlexNet at full resolution can take gigabytes of workspace. Every other cuDNN setting (TF32,
+    deterministic) stays the user's (``cudnn.flags`` would reset them to its defaults)."""
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = saved
+
+
 def _lpips(model, gt: Tensor, pred: Tensor, device: torch.device, limit: Optional[int]) -> float:
     """LPIPS of [1, 3, H, W] images: whole, in row strips, or on the host (see the module's docstring)."""
     H, W = gt.shape[-2:]
@@ -141,9 +155,7 @@ def _lpips(model, gt: Tensor, pred: Tensor, device: torch.device, limit: Optiona
     halo = upstream.lpips_strip_halo(geometry) if geometry is not None else H
     held_on_host = gt.device.type != device.type
     rows = device_rows(H, W, LPIPS_BYTES_PER_PIXEL, halo, _free_bytes(device, limit), held_on_host)
-    # nerfstudio's ns-train sets cudnn.benchmark, whose algorithm search for AlexNet at full resolution
-    # can take gigabytes of workspace: heuristics instead, as for any one-off input size
-    with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, benchmark=False):
+    with _cudnn_heuristics():
         if rows is None:
             return float(model.lpips(gt, pred))
         if rows == 0 or geometry is None:

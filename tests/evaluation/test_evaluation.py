@@ -330,7 +330,7 @@ def test_image_metrics_are_the_same_whole_in_strips_and_on_the_host(trained, sta
     from ns_splat_plus.model.metrics import LPIPS_BYTES_PER_PIXEL, SSIM_BYTES_PER_PIXEL
 
     model = trained.pipeline.model
-    monkeypatch.setitem(model._modules, "lpips", stand_in_lpips)
+    monkeypatch.setattr(model, "lpips", stand_in_lpips)
     monkeypatch.setattr(model, "eval_pixel_budget", lambda: 0)
     H, W = 480, 160
     a, b = _image_pair(H, W, seed=3)
@@ -407,3 +407,29 @@ def test_training_is_bitwise_the_same_whether_or_not_lpips_can_be_built(tmp_path
         finals[label] = {k: v.detach().clone() for k, v in model.gauss_params.items()}
     a, b = finals.values()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "LPIPS moved the training's randomness"
+
+
+def test_lpips_runs_without_cudnn_benchmark_and_keeps_the_users_other_cudnn_settings(
+    trained, stand_in_lpips, monkeypatch
+):
+    """ns-train turns cudnn.benchmark on, whose search at a full-size AlexNet input can take gigabytes of
+    workspace: LPIPS runs with it off, and leaves TF32 and determinism as the user set them."""
+    from ns_splat_plus.model import metrics
+
+    model = trained.pipeline.model
+    seen = []
+
+    class Recording(torch.nn.Module):
+        def forward(self, a, b):
+            seen.append((torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic))
+            return stand_in_lpips(a, b)
+
+    monkeypatch.setattr(model, "lpips", Recording())
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
+    a, b = _image_pair(48, 64)
+    outputs = {"rgb": a[0].permute(1, 2, 0).contiguous(), "background": torch.zeros(3)}
+    with torch.no_grad():
+        metrics.image_metrics(model, outputs, {"image": b[0].permute(1, 2, 0).contiguous()})
+    assert seen == [(False, True)]
+    assert torch.backends.cudnn.benchmark and torch.backends.cudnn.deterministic  # restored
