@@ -309,6 +309,28 @@ def test_lpips_in_row_strips_is_the_whole_image_value(stand_in_lpips, height, wi
             assert float(upstream.lpips_in_row_strips(stand_in_lpips, a, b, rows)) == pytest.approx(whole, rel=1e-5)
 
 
+def test_an_lpips_of_another_structure_is_never_split(stand_in_lpips):
+    """Strips are computed from the layers they know (convolutions, max-pooling, ReLU); any other layer or
+    setting makes the geometry None, and the metric runs whole (or on the host)."""
+    import copy
+
+    from ns_splat_plus import upstream
+
+    assert upstream.lpips_strip_geometry(stand_in_lpips) is not None
+    other = copy.deepcopy(stand_in_lpips)
+    other.net.net.slice2.add_module("unknown", torch.nn.Dropout())  # a layer the row maps do not know
+    assert upstream.lpips_strip_geometry(other) is None
+    pooled = copy.deepcopy(stand_in_lpips)
+    pooled.net.net.slice2[0].ceil_mode = True  # SqueezeNet's pooling rounds up: rows no longer on one grid
+    assert upstream.lpips_strip_geometry(pooled) is None
+    spatial = copy.deepcopy(stand_in_lpips)
+    spatial.net.spatial = True  # a per-pixel map, not a mean
+    assert upstream.lpips_strip_geometry(spatial) is None
+    a, b = _image_pair(64, 64)
+    with pytest.raises(ValueError):
+        upstream.lpips_in_row_strips(other, a, b, 16)
+
+
 @pytest.mark.parametrize("height", [75, 203])
 def test_ssim_in_row_strips_is_the_whole_image_value(height):
     from pytorch_msssim import SSIM
