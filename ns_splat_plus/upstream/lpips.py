@@ -181,10 +181,9 @@ def lpips_in_row_strips(
 
     geometry = lpips_strip_geometry(metric)
     if geometry is None or img1.shape[0] != 1:
-        raise ValueError("lpips_in_row_strips: not the plain AlexNet/VGG/Squeeze LPIPS of one image pair")
+        raise ValueError("lpips_in_row_strips: not a torchmetrics LPIPS of known layers, or not one image pair")
     net: Any = metric.net
-    if getattr(metric, "normalize", False):
-        img1, img2 = 2 * img1 - 1, 2 * img2 - 1
+    normalize = bool(getattr(metric, "normalize", False))  # [0, 1] inputs: each crop to [-1, 1], as torchmetrics does
     H = img1.shape[-2]
     align = max(m.stride for m in geometry)
     rows = max(align, rows // align * align)
@@ -195,7 +194,9 @@ def lpips_in_row_strips(
     for start in range(0, H, rows):
         stop = min(H, start + rows)
         c0, c1 = max(0, start - top), min(H, stop + bottom)
-        feats = [net.scaling_layer(img[:, :, c0:c1].to(device or img.device)) for img in (img1, img2)]
+        crops = [img[:, :, c0:c1].to(device or img.device) for img in (img1, img2)]  # no whole-image copy
+        feats = [net.scaling_layer(2 * crop - 1 if normalize else crop) for crop in crops]
+        del crops
         for index, (block, row_map, lin) in enumerate(zip(_slices(net), geometry, net.lins)):
             feats = [block(f) for f in feats]
             # this strip's rows of the map: those whose anchor row (i * stride) is in [start, stop), the last
