@@ -8,9 +8,9 @@ the same value, float rounding aside), and on the host only where not even a str
 to the host, so that the device never holds more full-resolution images than training needs: their
 PSNR is computed there, and their SSIM and LPIPS on the device in crops, within the same limit. Until
 2026-11-30 such metrics ran on the host, which took ns-eval of splat-plus-lite on fox (9 images at
-1920x1080) to 23.6 s against splatfacto's 7.8 s. LPIPS is ``None``, never 0, when its weights are unavailable. With
-``--pipeline.model.color-corrected-metrics True`` ``cc_psnr`` / ``cc_ssim`` / ``cc_lpips`` are added, as
-splatfacto does (nerfstudio's ``color_correct``).
+1920x1080) to 23.6 s against splatfacto's 7.8 s. LPIPS is ``None``, never 0, when its weights are
+unavailable. With ``--pipeline.model.color-corrected-metrics True`` ``cc_psnr`` / ``cc_ssim`` /
+``cc_lpips`` are added, as splatfacto does (nerfstudio's ``color_correct``).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ SSIM_BYTES_PER_PIXEL = 256
 filtered maps and their products): 233 measured on an H200 at 1500x1000, with room."""
 LPIPS_BYTES_PER_PIXEL = 400
 """The same for LPIPS (AlexNet on both images: their features, normalised copies and differences,
-and cuDNN's workspace), with room: its tensors peaked at 255 B/px whole and at 109-125 B per crop pixel
-in strips (the host at 800x600, counted by a dispatch mode), cuDNN's workspace not included."""
+and cuDNN's workspace), with room: its tensors peaked at 255 B/px whole and at 91-116 B per crop pixel
+in strips of 256-64 rows (the host at 800x600, counted by a dispatch mode), cuDNN's workspace not included."""
 
 
 MIN_STRIP_ROWS = 64
