@@ -6,10 +6,8 @@ image whose whole-image computation would pass it run over row strips that fit (
 the same value, float rounding aside), and on the host only where not even a strip of
 :data:`MIN_STRIP_ROWS` rows fits. Renders larger than training's pixel budget are rasterized in strips
 to the host, so that the device never holds more full-resolution images than training needs: their
-PSNR is computed there, and their SSIM and LPIPS on the device in crops, within the same limit. Until
-2026-11-30 such metrics ran on the host, which took ns-eval of splat-plus-lite on fox (9 images at
-1920x1080) to 23.6 s against splatfacto's 7.8 s. LPIPS is ``None``, never 0, when its weights are
-unavailable. With ``--pipeline.model.color-corrected-metrics True`` ``cc_psnr`` / ``cc_ssim`` /
+PSNR is computed there, and their SSIM and LPIPS on the device in crops, within the same limit. LPIPS
+is ``None``, never 0, when its weights are unavailable. With ``--pipeline.model.color-corrected-metrics True`` ``cc_psnr`` / ``cc_ssim`` /
 ``cc_lpips`` are added, as splatfacto does (nerfstudio's ``color_correct``).
 """
 
