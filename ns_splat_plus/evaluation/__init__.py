@@ -6,7 +6,15 @@ held out or not), :class:`EvalReport` (ns-eval's JSON).
 """
 
 from ns_splat_plus.evaluation.memory import MIB, PeakMemoryTracker, memory_tracker
-from ns_splat_plus.evaluation.report import NS_EVAL_METRICS, EvalReport, mean_and_std, metrics_summary, scalar_metrics
+from ns_splat_plus.evaluation.report import (
+    NS_EVAL_METRICS,
+    EvalReport,
+    mean_and_std,
+    metrics_summary,
+    places_count,
+    places_summary,
+    scalar_metrics,
+)
 from ns_splat_plus.evaluation.split import describe_split, split_summary
 from ns_splat_plus.evaluation.streamed import (
     eval_camera_and_batch,
@@ -30,4 +38,6 @@ __all__ = [
     "scalar_metrics",
     "split_summary",
     "metrics_summary",
+    "places_count",
+    "places_summary",
 ]

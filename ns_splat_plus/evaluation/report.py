@@ -10,6 +10,9 @@ import torch
 
 # Metrics nerfstudio's ns-eval reports (mean and, with get_std, <name>_std), in its order.
 NS_EVAL_METRICS = ("psnr", "ssim", "lpips", "num_rays_per_sec", "fps")
+COMPUTED_ON = "computed_on"
+"""A per-image record's key for where its SSIM and LPIPS ran: ``{"ssim": "whole" | "strips" | "host", ...}``."""
+PLACE_WORDS = {"strips": "in row strips on the GPU", "host": "on the host"}
 
 
 def mean_and_std(values: Sequence[Optional[float]]) -> Tuple[Optional[float], Optional[float]]:
@@ -54,6 +57,36 @@ def metrics_summary(averages: Dict[str, Optional[float]], num_images: int, held_
     )
 
 
+def places_count(per_image: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, int]]:
+    """How many images had each metric computed where: ``{"ssim": {"whole": 7, "strips": 2}, ...}``."""
+    counts: Dict[str, Dict[str, int]] = {}
+    for record in per_image:
+        for metric, place in (record.get(COMPUTED_ON) or {}).items():
+            counts.setdefault(metric, {}).setdefault(place, 0)
+            counts[metric][place] += 1
+    return counts
+
+
+def places_summary(counts: Dict[str, Dict[str, int]], num_images: int, limit_mib: Optional[float]) -> Optional[str]:
+    """ns-eval's console line for metrics that did not run on the whole image at once, e.g. 'SSIM and LPIPS
+    in row strips on the GPU for 9 of 9 images (within the training peak, 532.6 MiB)'; None when every
+    metric ran whole."""
+    metrics_by_place: Dict[Tuple[str, int], List[str]] = {}
+    for metric, places in counts.items():
+        for place, n in places.items():
+            if place in PLACE_WORDS:
+                metrics_by_place.setdefault((place, n), []).append(metric.upper())
+    if not metrics_by_place:
+        return None
+    images = "image" if num_images == 1 else "images"
+    parts = [
+        f"{' and '.join(names)} {PLACE_WORDS[place]} for {n} of {num_images} {images}"
+        for (place, n), names in metrics_by_place.items()
+    ]
+    within = f" (within the training peak, {limit_mib:.1f} MiB)" if limit_mib else ""
+    return ", ".join(parts) + within
+
+
 @dataclass
 class EvalReport:
     """Per-image metrics of one pass over the eval split, and what they were computed on."""
@@ -67,7 +100,7 @@ class EvalReport:
     def averages(self, get_std: bool) -> Dict[str, Optional[float]]:
         """nerfstudio's shape: psnr, ssim, lpips, num_rays_per_sec, fps (+ ``_std`` with get_std)."""
         keys = [k for k in NS_EVAL_METRICS if any(k in m for m in self.per_image)]
-        keys += sorted({k for m in self.per_image for k in m} - set(keys) - {"image", "index"})
+        keys += sorted({k for m in self.per_image for k in m} - set(keys) - {"image", "index", COMPUTED_ON})
         out: Dict[str, Optional[float]] = {}
         for key in keys:
             mean, std = mean_and_std([m.get(key) for m in self.per_image])
@@ -85,5 +118,6 @@ class EvalReport:
             "num_gaussians": self.num_gaussians,
             "split": self.split,
             "memory": self.memory,
+            "metrics_computed_on": places_count(self.per_image),
             "per_image": self.per_image,
         }

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from ns_splat_plus.evaluation.memory import memory_tracker
-from ns_splat_plus.evaluation.report import EvalReport, scalar_metrics
+from ns_splat_plus.evaluation.report import COMPUTED_ON, EvalReport, scalar_metrics
 from ns_splat_plus.evaluation.split import describe_split
 from ns_splat_plus.parallel import collectives
 
@@ -57,6 +57,13 @@ def _limit_to_training_peak(pipeline, tracker) -> None:
     it): this run's training peak so far, or under ns-eval the one its checkpoint recorded."""
     saved = (getattr(pipeline, "run_info", None) or {}).get("train_peak_memory_bytes")
     pipeline.model.eval_memory_limit_bytes = tracker.train_peak_bytes or saved
+
+
+def _computed_on(model) -> Dict[str, Any]:
+    """``{"computed_on": {"ssim": "whole" | "strips" | "host", ...}}`` of the image just scored, where the
+    model's metrics say (``model.metric_places``, set by splat-plus's metrics); nothing otherwise."""
+    places = getattr(model, "metric_places", None)
+    return {COMPUTED_ON: dict(places)} if places else {}
 
 
 def _image_metrics(model, outputs, batch) -> Tuple[Dict[str, Optional[float]], Dict[str, torch.Tensor]]:
@@ -122,6 +129,7 @@ def evaluate_all_images(pipeline, output_path: Optional[Path] = None, image_pref
                         **metrics,
                         "num_rays_per_sec": num_rays / seconds,
                         "fps": 1.0 / seconds,
+                        **_computed_on(model),
                     }
                 )
                 del outputs, images, batch, camera  # free this image before the next one

@@ -123,6 +123,12 @@ def device_rows(
     return height if rows is None else rows  # the whole image as one strip
 
 
+def metric_place(rows: Optional[int]) -> str:
+    """Where a metric of one image ran, from :func:`device_rows`' answer: ``"whole"`` (the whole image at
+    once), ``"strips"`` (row strips or crops on the device) or ``"host"``."""
+    return "whole" if rows is None else ("host" if rows == 0 else "strips")
+
+
 def _ssim(model, gt: Tensor, pred: Tensor, rows: Optional[int], device: torch.device) -> float:
     import pytorch_msssim
 
@@ -146,26 +152,33 @@ def _cudnn_heuristics() -> Iterator[None]:
         torch.backends.cudnn.benchmark = saved
 
 
-def _lpips(model, gt: Tensor, pred: Tensor, device: torch.device, limit: Optional[int]) -> float:
-    """LPIPS of [1, 3, H, W] images: whole, in row strips, or on the host (see the module's docstring)."""
+def _lpips(model, gt: Tensor, pred: Tensor, device: torch.device, limit: Optional[int]) -> Tuple[float, str]:
+    """LPIPS of [1, 3, H, W] images, and where it ran (:func:`metric_place`): whole, in row strips, or on
+    the host (see the module's docstring)."""
     H, W = gt.shape[-2:]
     geometry = upstream.lpips_strip_geometry(model.lpips)
     halo = upstream.lpips_strip_halo(geometry) if geometry is not None else H
     held_on_host = gt.device.type != device.type
     rows = device_rows(H, W, LPIPS_BYTES_PER_PIXEL, halo, _free_bytes(device, limit), held_on_host)
+    if rows is not None and geometry is None:
+        rows = 0  # an LPIPS of another structure is never split
     with _cudnn_heuristics():
         if rows is None:
-            return float(model.lpips(gt, pred))
-        if rows == 0 or geometry is None:
+            value = float(model.lpips(gt, pred))
+        elif rows == 0:
             host = torch.device("cpu")
-            return float(_lpips_on(model, host)(gt.to(host), pred.to(host)))
-        return upstream.lpips_in_row_strips(model.lpips, gt, pred, rows, device)
+            value = float(_lpips_on(model, host)(gt.to(host), pred.to(host)))
+        else:
+            value = upstream.lpips_in_row_strips(model.lpips, gt, pred, rows, device)
+    return value, metric_place(rows)
 
 
 def image_metrics(
     model, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]
 ) -> Tuple[Dict[str, Optional[float]], Dict[str, Tensor]]:
-    """Metrics of ``outputs["rgb"]`` [H, W, 3] against ``batch["image"]`` and the side-by-side image."""
+    """Metrics of ``outputs["rgb"]`` [H, W, 3] against ``batch["image"]`` and the side-by-side image. Where each
+    of SSIM and LPIPS ran (:func:`metric_place`) is left in ``model.metric_places`` (``{"ssim": "strips", ...}``),
+    for the evaluation's report."""
     from nerfstudio.model_components.lib_bilagrid import color_correct
     from torchmetrics.functional.image import peak_signal_noise_ratio
 
@@ -185,19 +198,23 @@ def image_metrics(
     else:
         gt_rgb = model.composite_with_background(model.get_gt_img(batch["image"]), outputs["background"])
 
+    places: Dict[str, str] = {}
+
     def score(pred_hwc: Tensor, prefix: str) -> Dict[str, Optional[float]]:
         gt = torch.moveaxis(gt_rgb, -1, 0)[None, ...]
         pred = torch.moveaxis(pred_hwc, -1, 0)[None, ...]
         psnr = peak_signal_noise_ratio(pred, gt, data_range=1.0)  # splatfacto's PeakSignalNoiseRatio(data_range=1.0)
         ssim = _ssim(model, gt, pred, ssim_rows, device)
+        places[f"{prefix}ssim"] = metric_place(ssim_rows)
         lpips = None
         if model.lpips is None and collectives.get_rank() == 0:
             upstream.warn_lpips_unavailable()  # said once, where LPIPS would have been computed
         if model.lpips is not None:
-            lpips = _lpips(model, gt, pred, device, limit)
+            lpips, places[f"{prefix}lpips"] = _lpips(model, gt, pred, device, limit)
         return {f"{prefix}psnr": float(psnr.item()), f"{prefix}ssim": ssim, f"{prefix}lpips": lpips}
 
     metrics = score(predicted_rgb, "")
     if model.config.color_corrected_metrics:
         metrics.update(score(color_correct(predicted_rgb, gt_rgb), "cc_"))
+    model.metric_places = places
     return metrics, {"img": torch.cat([gt_rgb, predicted_rgb], dim=1)}

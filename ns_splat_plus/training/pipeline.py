@@ -118,6 +118,10 @@ class SplatPlusPipeline(VanillaPipeline):
         if collectives.is_main_process():  # the result on the console, not only in the JSON
             summary = evaluation.metrics_summary(results, results["num_images"], bool(report.split.get("held_out")))
             CONSOLE.print(summary, soft_wrap=True, markup=False)
+            train_peak = report.memory.get("train_peak_mib")
+            places = evaluation.places_summary(results["metrics_computed_on"], results["num_images"], train_peak)
+            if places is not None:
+                CONSOLE.print(places, soft_wrap=True, markup=False)
         return results
 
     def load_pipeline(self, loaded_state: Dict[str, Any], step: int) -> None:

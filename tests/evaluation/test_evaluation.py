@@ -371,12 +371,46 @@ def test_image_metrics_are_the_same_whole_in_strips_and_on_the_host(trained, sta
         with torch.no_grad():
             results[label], _ = metrics.image_metrics(model, outputs, batch)
         results[label]["calls"] = sorted(set(calls))
+        results[label]["places"] = dict(model.metric_places)
+    for label in ("whole", "strips", "host"):  # the place the report gives is the path taken
+        assert results[label]["places"] == {"ssim": label, "lpips": label}, (label, results[label]["places"])
     assert results["whole"]["calls"] == [] and results["host"]["calls"] == []
     assert results["strips"]["calls"] == ["lpips_in_row_strips", "ssim_in_row_strips"]
     for key in ("psnr", "ssim", "lpips"):
         assert results["whole"][key] is not None and results["whole"][key] > 0
         for label in ("strips", "host"):
             assert results[label][key] == pytest.approx(results["whole"][key], rel=1e-5), (label, key)
+
+
+def test_ns_eval_reports_where_its_metrics_ran_and_says_so_when_not_whole(trained, stand_in_lpips, monkeypatch, capsys):
+    """ns-eval's JSON counts, per metric, the images whose SSIM / LPIPS ran whole, in strips or on the host
+    (each image's record says which), its averages ignore that record, and the console names every metric
+    that did not run whole, with the limit it kept to; nothing is said when all ran whole."""
+    from ns_splat_plus.model import metrics
+
+    pipeline = trained.pipeline
+    monkeypatch.setattr(pipeline.model, "lpips", stand_in_lpips)
+    monkeypatch.setattr(pipeline, "run_info", {"train_peak_memory_bytes": 3 * 2**20}, raising=False)
+    num_images = len(pipeline.datamanager.eval_dataset)
+    assert num_images >= 2
+    printed = {}
+    answers = {"whole": None, "strips": metrics.MIN_STRIP_ROWS, "host": 0}  # device_rows' three kinds of answer
+    for label, rows in answers.items():
+        # the test images (36 rows) are smaller than a strip: the planner's answer is set, not derived
+        monkeypatch.setattr(metrics, "device_rows", lambda *args, _rows=rows: _rows)
+        capsys.readouterr()
+        results = pipeline.get_average_eval_image_metrics(get_std=True)  # as ns-eval calls it
+        printed[label] = capsys.readouterr().out
+        assert results["metrics_computed_on"] == {"ssim": {label: num_images}, "lpips": {label: num_images}}, label
+        assert all(m["computed_on"] == {"ssim": label, "lpips": label} for m in results["per_image"])
+        assert "computed_on" not in results and isinstance(results["psnr"], float)
+    assert "in row strips" not in printed["whole"] and "on the host" not in printed["whole"]
+    of = f"for {num_images} of {num_images} images (within the training peak, 3.0 MiB)"
+    assert f"SSIM and LPIPS in row strips on the GPU {of}" in " ".join(printed["strips"].split()), printed
+    assert f"SSIM and LPIPS on the host {of}" in " ".join(printed["host"].split()), printed
+    counts = {"ssim": {"whole": 2, "strips": 1}, "lpips": {"host": 3}}
+    summary = evaluation.places_summary(counts, 3, None)
+    assert summary == "SSIM in row strips on the GPU for 1 of 3 images, LPIPS on the host for 3 of 3 images"
 
 
 def test_lpips_is_built_at_the_first_evaluation_not_at_start_up(tmp_path, monkeypatch):

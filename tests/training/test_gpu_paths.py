@@ -800,6 +800,7 @@ def test_metrics_in_strips_stay_within_the_limit_with_the_whole_image_values(sce
         stripped, _ = metrics.image_metrics(model, outputs, batch)
         peak = torch.cuda.max_memory_allocated(device)
     assert sorted(set(used)) == ["lpips_in_row_strips", "ssim_in_row_strips"], used
+    assert model.metric_places == {"ssim": "strips", "lpips": "strips"}, model.metric_places  # as ns-eval reports it
     print(f"limit {limit / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB, whole {whole}, strips {stripped}")
     assert peak <= limit, (peak, limit)
     # a render over training's pixel budget (held on the host): its crops go to the device, within the limit
