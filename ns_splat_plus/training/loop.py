@@ -50,6 +50,7 @@ from ns_splat_plus.parallel import collectives, roll_call
 from ns_splat_plus.parallel.config import data_parallel_of
 from ns_splat_plus.training import console, outputs, run_plots
 from ns_splat_plus.training.heap_at_exit import freeze_heap_at_exit
+from ns_splat_plus.training.images import thumbnails
 from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.step import detached, run_training_step
 from ns_splat_plus.training.stopping import STOP_TRAINING, StopRequest, TrainingInterrupted
@@ -71,7 +72,7 @@ def train_loop(trainer: TrainerLike) -> None:
         cast(FullImageDatamanager, datamanager).train_dataparser_outputs.save_dataparser_transform(
             trainer.base_dir / "dataparser_transforms.json"
         )
-    upstream.init_viewer_state(trainer)
+    upstream.init_viewer_state(trainer, thumbnails.viewer_dataset(datamanager))  # pictures from memory
     freeze_heap_at_exit()  # the process's exit after the run: about 1.5 s less of finalization
     stop = StopRequest()
     stop.install()

@@ -131,9 +131,23 @@ def set_start_step(trainer, step: int) -> None:
     trainer._start_step = step
 
 
-def init_viewer_state(trainer) -> None:
-    """``Trainer._init_viewer_state()`` (nerfstudio 1.1.5; a no-op without the viewer)."""
-    trainer._init_viewer_state()
+def init_viewer_state(trainer, train_dataset=None) -> None:
+    """``Trainer._init_viewer_state()`` (nerfstudio 1.1.5; a no-op without the viewer, and on ranks > 0), with
+    ``train_dataset`` (default: the datamanager's) as the one whose photos ``init_scene`` draws at the
+    training cameras. ``init_scene`` reads of it only ``len``, ``cameras`` and ``[i]["image"]``."""
+    if train_dataset is None:
+        trainer._init_viewer_state()
+        return
+    from nerfstudio.utils import comms
+
+    config = trainer.config  # nerfstudio's check_viewer_enabled, which decorates _init_viewer_state
+    if (config.is_viewer_enabled() or config.is_viewer_legacy_enabled()) and comms.is_main_process():
+        assert trainer.viewer_state is not None  # as nerfstudio's _init_viewer_state asserts
+        trainer.viewer_state.init_scene(
+            train_dataset=train_dataset,
+            train_state=trainer.training_state,
+            eval_dataset=trainer.pipeline.datamanager.eval_dataset,
+        )
 
 
 def update_viewer_state(trainer, step: int) -> None:

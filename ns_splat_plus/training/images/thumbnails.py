@@ -1,0 +1,72 @@
+"""The training cameras' pictures in the viewer, from the photos already in host memory:
+:func:`viewer_dataset`.
+
+nerfstudio's ``Viewer.init_scene`` (1.1.5) draws each training camera (up to 512) with its photo. It reads the
+photo as ``train_dataset[i]["image"]``, and ``InputDataset`` decodes the file again, to float32 at full size, only
+to shrink it to 100 pixels. That runs between the warmup and step 0 of every run with the viewer on (the
+default): 4.5-4.8 s on fox (58 photos of 1080x1920) on an H200 machine
+(``benchmarks/2026-11-30-h200x2-eval-strips-and-ns-eval``, the ``warmup`` part of ``ranks/startup_rank0.json``
+less the warmup's own line), and in proportion to the photos' count and size elsewhere.
+
+The photos this rank holds in host memory are decoded already (:class:`~.stores.HostImageStore`), so
+:class:`ThumbnailDataset` gives ``init_scene`` each one shrunk as it shrinks them (torchvision's ``resize`` to 100
+pixels, ``antialias=None``). Photos held elsewhere (another rank's shard, a streamed store, whose buffer the
+viewer must not churn) are read as nerfstudio reads them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import torch
+
+from ns_splat_plus.training.images.stores import HostImageStore
+
+THUMBNAIL_PIXELS = 100
+"""The shorter side of a camera's picture: ``init_scene``'s ``resize(image, 100)``."""
+
+
+def thumbnail(image: torch.Tensor) -> torch.Tensor:
+    """The camera picture ``init_scene`` makes of a photo, from the photo as the store holds it.
+
+    Args:
+        image: [H, W, C] uint8 (0-255), or float in [0, 1].
+
+    Returns:
+        [h, w, C] float32 in [0, 1], with min(h, w) = :data:`THUMBNAIL_PIXELS`: ``init_scene`` turns it into
+        uint8 with ``(x * 255).type(torch.uint8)``, which gives back exactly the bytes of the shrunk uint8 photo
+        (float32's k / 255 * 255 is k for every byte k).
+    """
+    import torchvision.transforms.functional as TF
+
+    uint8 = image if image.dtype == torch.uint8 else (image * 255).type(torch.uint8)  # init_scene's own cast
+    small = TF.resize(uint8.permute(2, 0, 1), THUMBNAIL_PIXELS, antialias=None).permute(1, 2, 0)
+    return small.float() / 255.0
+
+
+class ThumbnailDataset:
+    """What ``init_scene`` reads of the train dataset (its length, ``cameras`` and ``[i]["image"]``), with the
+    pictures of held photos made from memory (:func:`thumbnail`) and the others read by the dataset."""
+
+    def __init__(self, dataset: Any, held: HostImageStore) -> None:
+        self.dataset = dataset
+        self.held = held
+        self.cameras = dataset.cameras
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, idx: int) -> Dict[str, torch.Tensor]:
+        if self.held.ready(idx):
+            return {"image": thumbnail(self.held[idx]["image"])}
+        return self.dataset[idx]
+
+
+def viewer_dataset(datamanager: Any) -> Optional[Any]:
+    """The dataset whose photos the viewer draws at the training cameras: a :class:`ThumbnailDataset` over
+    the datamanager's train dataset where its photos are in host memory, else None (nerfstudio's own)."""
+    dataset = getattr(datamanager, "train_dataset", None)
+    store = getattr(datamanager, "cached_train", None)  # loaded by the set-up, before the warmup
+    if dataset is None or not isinstance(store, HostImageStore):  # streamed, or not splat-plus's datamanager
+        return None
+    return ThumbnailDataset(dataset, store)

@@ -1,0 +1,123 @@
+"""The viewer's pictures of the training cameras come from the photos in host memory, not from the files
+again (training/images/thumbnails.py): the pictures nerfstudio's own ``Viewer.init_scene`` draws from
+them are its pictures bit for bit, no photo this rank holds is read, and the training loop hands them to it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
+from nerfstudio.viewer.viewer import Viewer
+
+from ns_splat_plus import upstream
+from ns_splat_plus.training.images import thumbnails
+from ns_splat_plus.training.images.stores import HostImageStore
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory):
+    root = tmp_path_factory.mktemp("thumbnails")
+    config = trainer_config(small_scene(root / "scene"), root / "out", steps=2)
+    config.warmup_steps = 0
+    trainer = build_trainer(config)
+    close_writers()
+    return trainer
+
+
+class _Scene:
+    """The part of viser's scene that init_scene uses: what it draws at each camera."""
+
+    def __init__(self) -> None:
+        self.pictures = {}
+
+    def add_camera_frustum(self, name, image, **kwargs):
+        self.pictures[name] = np.array(image)
+
+        class Handle:
+            def on_click(self, callback):
+                pass
+
+        return Handle()
+
+
+def _drawn(dataset):
+    """nerfstudio 1.1.5's ``Viewer.init_scene`` run on ``dataset``, with a stand-in viser scene: the
+    picture it draws at each training camera."""
+
+    class Config:
+        max_num_display_images = 512
+        camera_frustum_scale = 0.1
+
+    state = type("State", (), {})()
+    state.config, state.viser_server = Config(), type("Server", (), {"scene": _Scene()})()
+    state._pick_drawn_image_idxs = lambda total: Viewer._pick_drawn_image_idxs(state, total)
+    Viewer.init_scene(state, train_dataset=dataset, train_state="training")
+    return state.viser_server.scene.pictures
+
+
+def _count_reads(dataset, monkeypatch):
+    reads = []
+    real = dataset.get_data
+    monkeypatch.setattr(dataset, "get_data", lambda idx, *a, **k: reads.append(idx) or real(idx, *a, **k))
+    return reads
+
+
+def test_pictures_from_memory_are_nerfstudios_and_read_no_held_photo(trainer, monkeypatch):
+    datamanager = trainer.pipeline.datamanager
+    store = datamanager.cached_train
+    assert isinstance(store, HostImageStore)
+    dataset = datamanager.train_dataset
+    theirs = _drawn(dataset)  # nerfstudio's: each photo decoded again from its file
+    reads = _count_reads(dataset, monkeypatch)
+    from_memory = thumbnails.viewer_dataset(datamanager)
+    assert isinstance(from_memory, thumbnails.ThumbnailDataset)
+    ours = _drawn(from_memory)
+    assert reads == []  # every photo is held: none read again
+    assert ours.keys() == theirs.keys() and len(ours) == len(dataset) > 1
+    for name in theirs:
+        assert ours[name].dtype == theirs[name].dtype == np.uint8
+        assert min(ours[name].shape[:2]) == thumbnails.THUMBNAIL_PIXELS
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+
+
+def test_photos_not_held_here_are_read_as_nerfstudio_reads_them(trainer, monkeypatch):
+    datamanager = trainer.pipeline.datamanager
+    dataset = datamanager.train_dataset
+    held = HostImageStore({i: datamanager.cached_train[i] for i in (0, 2)})  # a rank's shard
+    reads = _count_reads(dataset, monkeypatch)
+    pictures = _drawn(thumbnails.ThumbnailDataset(dataset, held))
+    assert len(pictures) == len(dataset)
+    assert sorted(reads) == [i for i in range(len(dataset)) if i not in (0, 2)]
+
+
+def test_the_picture_holds_the_shrunk_photos_bytes_whether_held_as_uint8_or_float():
+    """Every byte value survives init_scene's ``(x * 255).type(torch.uint8)``, and a store holding float photos
+    gives the same picture as one holding uint8."""
+    import torchvision.transforms.functional as TF
+
+    photo = torch.arange(256, dtype=torch.uint8).repeat(120, 1)[:, :, None].expand(-1, -1, 3).contiguous()
+    shrunk = TF.resize(photo.permute(2, 0, 1), thumbnails.THUMBNAIL_PIXELS, antialias=None).permute(1, 2, 0)
+    as_nerfstudio_decodes = torch.from_numpy(photo.numpy().astype("float32") / 255.0)
+    for held in (photo, as_nerfstudio_decodes):
+        picture = (thumbnails.thumbnail(held) * 255).type(torch.uint8)
+        assert picture.shape == (100, 213, 3)
+        assert torch.equal(picture, shrunk)
+
+
+def test_the_training_loop_draws_the_pictures_from_memory(tmp_path, monkeypatch):
+    """With the viewer on (only its scene is stood in), the loop's set-up hands init_scene the pictures from
+    memory; without splat-plus's store (nerfstudio's list of images) it keeps nerfstudio's own."""
+    given = []
+    monkeypatch.setattr(upstream, "init_viewer_state", lambda trainer, dataset=None: given.append(dataset))
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=1)
+    config.warmup_steps = 0
+    trainer = build_trainer(config)
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    assert len(given) == 1 and isinstance(given[0], thumbnails.ThumbnailDataset), given
+    assert given[0].dataset is trainer.pipeline.datamanager.train_dataset
+    streamed = type("DataManager", (), {"train_dataset": given[0].dataset, "cached_train": [{}]})()
+    assert thumbnails.viewer_dataset(streamed) is None
