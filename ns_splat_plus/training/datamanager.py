@@ -116,6 +116,19 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         if collectives.is_distributed():  # the single eval image of a step comes from this rank's share
             self.eval_unseen_cameras = self.eval_indices()
 
+    def create_eval_dataset(self) -> PhotoDataset:
+        """nerfstudio's, without the SfM points: the model starts from the train split's, and nothing reads the
+        eval split's. nerfstudio's colmap parser would read ``points3D`` again for it, point by point in Python
+        (0.06 s of 0.08 s for plush-dog's 11k points, so about 6 s for a million)."""
+        parser_config = getattr(self.dataparser, "config", None)
+        if parser_config is None or not getattr(parser_config, "load_3D_points", False):
+            return super().create_eval_dataset()
+        parser_config.load_3D_points = False
+        try:
+            return super().create_eval_dataset()
+        finally:
+            parser_config.load_3D_points = True
+
     @cached_property  # read several times a step: derived once (the option and the world size are fixed)
     def per_step(self) -> int:
         """B, this rank's cameras per step (``cameras-per-step auto`` resolved for the world size)."""
