@@ -4,7 +4,7 @@ nerfstudio's colmap parser reads the model with its own readers and fails with a
 ``struct.error`` (no file name) on a zero-byte or truncated ``*.bin``, takes a NaN pose for bad SfM
 points, and finds a missing, empty or wrongly sized photo only while caching images (an assert
 without the file name). :func:`check_colmap_scene` reads the model with the same readers (``points3D.bin``
-only stepped over, :func:`walk_points3D_binary`) and opens the header of every photo (no decode) before the
+only stepped over, :func:`~.sfm_points.points3D_binary_offsets`) and opens the header of every photo (no decode) before the
 dataparser runs.
 """
 
@@ -18,6 +18,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.training import sfm_points
 
 MAX_AUTO_RESOLUTION = 1600
 """nerfstudio's colmap parser picks a downscale factor that brings the first photo under this size."""
@@ -37,37 +38,11 @@ def _read(reader, path: Path, what: str):
         raise UserInputError(f"the COLMAP {what} file {path} {state}", _REEXPORT) from None
 
 
-POINT_RECORD_BYTES = 51
-"""A ``points3D.bin`` record before its track: id (Q), xyz (3 d), rgb (3 B), error (d), track length (Q)."""
-
-
-def walk_points3D_binary(path: Path) -> int:
-    """The number of points in a ``points3D.bin``, found by stepping over its records as nerfstudio's
-    ``read_points3D_binary`` reads them, without building them: that reader makes a Python object per point
-    (5.7 s a million points on the development machine), and nerfstudio parses the file again for training.
-    Raises ``ValueError`` where that reader would fail: the file ends inside a record (bytes after the last
-    record are ignored, as there)."""
-    import struct
-
-    data = path.read_bytes()
-    if len(data) < 8:
-        raise ValueError(f"{len(data)} bytes, not even the 8-byte point count")
-    count = int.from_bytes(data[:8], "little")
-    offset = 8
-    for index in range(count):
-        if offset + POINT_RECORD_BYTES > len(data):
-            raise ValueError(f"the file ends inside point {index + 1} of {count}")
-        (track_length,) = struct.unpack_from("<Q", data, offset + POINT_RECORD_BYTES - 8)
-        offset += POINT_RECORD_BYTES + 8 * track_length
-    if offset > len(data):
-        raise ValueError(f"the file ends inside the track of point {count} of {count}")
-    return count
-
-
 def read_model(colmap_dir: Path, read_points: bool) -> Tuple[Dict, Dict, Optional[Dict], Path, Path]:
     """(cameras, images, points or None, cameras file, images file), read as nerfstudio's parser does
     (``cameras.txt``/``images.txt`` before the ``.bin`` files; ``points3D.bin`` before ``.txt``). A
-    ``points3D.bin`` is only checked (:func:`walk_points3D_binary`; its points None), a ``.txt`` read."""
+    ``points3D.bin`` is only stepped over (:func:`~.sfm_points.points3D_binary_offsets`; its points None), a
+    ``.txt`` read."""
     from nerfstudio.data.utils import colmap_parsing_utils as cu
 
     if (colmap_dir / "cameras.txt").exists():
@@ -85,7 +60,7 @@ def read_model(colmap_dir: Path, read_points: bool) -> Tuple[Dict, Dict, Optiona
     points = None
     if read_points:
         if (colmap_dir / "points3D.bin").exists():
-            _read(walk_points3D_binary, colmap_dir / "points3D.bin", "points3D")
+            _read(sfm_points.points3D_binary_offsets_of, colmap_dir / "points3D.bin", "points3D")
         elif (colmap_dir / "points3D.txt").exists():
             points = _read(cu.read_points3D_text, colmap_dir / "points3D.txt", "points3D")
     return cameras, images, points, cam_file, img_file

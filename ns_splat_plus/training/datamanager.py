@@ -11,6 +11,7 @@ bytes, decoding seconds) and ``startup_times`` when parsing began and ended (``<
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -29,6 +30,7 @@ from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, RENDER_CACHE, concatena
 from ns_splat_plus.parallel import agreement, collectives
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
 from ns_splat_plus.parallel.sharding import camera_for_step, cameras_for_step, eval_share
+from ns_splat_plus.training import sfm_points
 from ns_splat_plus.training.images.photo import PhotoDataset
 from ns_splat_plus.training.images.prefetch import DevicePrefetcher
 
@@ -106,7 +108,19 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
             "train": None,  # set when the images are loaded (training/images/load.py)
             "eval": None,
         }
-        super().__init__(config, *args, **kwargs)
+        # the train split parsed without its SfM points, which are then read as arrays (sfm_points.py)
+        fast_points = sfm_points.fast_points_apply(config.dataparser)
+        if fast_points:
+            config.dataparser.load_3D_points = False  # type: ignore[attr-defined]  # a ColmapDataParserConfig
+        try:
+            super().__init__(config, *args, **kwargs)
+        finally:
+            if fast_points:
+                config.dataparser.load_3D_points = True  # type: ignore[attr-defined]
+        if fast_points:
+            points = sfm_points.load_train_points(self.dataparser, self.train_dataparser_outputs)
+            self.train_dataparser_outputs.metadata.update(points)
+            self.train_dataset.metadata.update(copy.deepcopy(points))  # the dataset holds a copy, as upstream
         self.startup_times["dataset_parse_end"] = time.time()
         if collectives.is_distributed():  # every rank parsed the same dataset: before the model or a photo is read
             agreement.agree_on_dataset(

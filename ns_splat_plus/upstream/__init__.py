@@ -22,6 +22,7 @@ The package is split by library (``nerfstudio_private``, ``gsplat_private``, ``t
 nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
   ``FullImageDatamanager._load_images``            :func:`load_images` (the tests' reference decoding)
   ``full_images_datamanager._undistort_image``     :func:`undistort_image` (one image at a time)
+  ``ColmapDataParser._load_3D_points``             :func:`load_colmap_points` (a ``.txt`` model's train points)
   ``comms.LOCAL_PROCESS_GROUP``                    :func:`set_local_process_group` (torchrun / srun)
   ``Trainer._start_step``                          :func:`start_step`, :func:`set_start_step` (resume)
   ``Trainer._init_viewer_state``, ``_update_viewer_state``, ``_after_train``

@@ -26,6 +26,11 @@ def undistort_image(camera, distortion_params, data: dict, image, K):
     return full_images_datamanager._undistort_image(camera, distortion_params, data, image, K)
 
 
+def load_colmap_points(dataparser, colmap_path, transform_matrix, scale_factor) -> dict:
+    """``ColmapDataParser._load_3D_points`` (nerfstudio 1.1.5): a split's ``points3D_*`` metadata."""
+    return dataparser._load_3D_points(colmap_path, transform_matrix, scale_factor)
+
+
 def set_local_process_group(group) -> None:
     """nerfstudio's ``comms.get_local_rank()`` reads ``comms.LOCAL_PROCESS_GROUP``, which only its
     own launcher sets; under torchrun / srun we set it (nerfstudio 1.1.5)."""

@@ -1,64 +1,121 @@
-"""The SfM points are read once, for the train split: the eval split's dataset is parsed without them
-(SplatPlusDataManager.create_eval_dataset), as nothing reads them there, and the preflight checks a
-``points3D.bin`` by stepping over its records (colmap_checks.walk_points3D_binary)."""
+"""The SfM points (training/sfm_points.py): the train split's read from ``points3D.bin`` as arrays, the same tensors
+bit for bit as nerfstudio's parser gives, without its per-point reader; the eval split's not read at all
+(SplatPlusDataManager.create_eval_dataset); the preflight steps over the file's records to name a damaged one."""
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
+import pytest
+import torch
 from inprocess import small_scene, trainer_config
+from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 from nerfstudio.data.utils import colmap_parsing_utils
 
+from ns_splat_plus.training import colmap_checks, sfm_points
 
-def test_the_eval_split_does_not_read_the_sfm_points_again(tmp_path, monkeypatch):
+SPARSE = ("colmap", "sparse", "0")
+
+
+def _with_tracks(points):
+    """The synthetic scene's points, with tracks of 1-3 observations (its own have none)."""
+    return {k: p._replace(image_ids=np.arange(1 + k % 3), point2D_idxs=np.arange(1 + k % 3)) for k, p in points.items()}
+
+
+@pytest.fixture
+def binary_scene(tmp_path):
+    """The small synthetic scene with its COLMAP model in binary files, the points with tracks."""
+    scene = small_scene(tmp_path / "scene")
+    sparse = scene.joinpath(*SPARSE)
+    cameras, images, points = colmap_parsing_utils.read_model(str(sparse), ".txt")
+    colmap_parsing_utils.write_model(cameras, images, _with_tracks(points), str(sparse), ".bin")
+    for name in ("cameras.txt", "images.txt", "points3D.txt"):
+        (sparse / name).unlink()
+    return scene
+
+
+def _count_reads(monkeypatch):
     reads = []
     for name in ("read_points3D_binary", "read_points3D_text"):
         real = getattr(colmap_parsing_utils, name)
         monkeypatch.setattr(colmap_parsing_utils, name, lambda path, _real=real: reads.append(path) or _real(path))
-    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=1)
-    datamanager = config.pipeline.datamanager.setup(device="cpu", test_mode="val", world_size=1, local_rank=0)
-    assert len(reads) == 1, reads  # the train split's
-    train_points = datamanager.train_dataparser_outputs.metadata["points3D_xyz"]
-    assert train_points.shape[0] > 0
-    assert len(datamanager.eval_dataset) > 0 and "points3D_xyz" not in datamanager.eval_dataset.metadata
+    return reads
+
+
+def _datamanager(scene, out):
+    config = trainer_config(scene, out, steps=1)
+    return config.pipeline.datamanager.setup(device="cpu", test_mode="val", world_size=1, local_rank=0)
+
+
+POINT_KEYS = ("points3D_xyz", "points3D_rgb", "points3D_error", "points3D_num_points2D")
+
+
+def test_train_points_are_nerfstudios_tensors_without_its_reader(binary_scene, tmp_path, monkeypatch):
+    theirs = ColmapDataParserConfig(data=binary_scene).setup().get_dataparser_outputs("train").metadata
+    reads = _count_reads(monkeypatch)
+    datamanager = _datamanager(binary_scene, tmp_path / "out")
+    assert reads == []  # neither split's points through nerfstudio's per-point reader
+    for metadata in (datamanager.train_dataparser_outputs.metadata, datamanager.train_dataset.metadata):
+        for key in POINT_KEYS:
+            assert metadata[key].dtype == theirs[key].dtype, key
+            assert torch.equal(metadata[key], theirs[key]), key
+    assert theirs["points3D_num_points2D"].max() == 3 and theirs["points3D_xyz"].shape[0] > 1
+    assert "points3D_xyz" not in datamanager.eval_dataset.metadata and len(datamanager.eval_dataset) > 0
     assert datamanager.dataparser.config.load_3D_points  # the option as given, for any later parse
 
 
-def test_the_preflight_checks_points3d_bin_by_its_records_without_reading_the_points(tmp_path, monkeypatch):
-    """walk_points3D_binary counts what nerfstudio's reader reads, fails where that reader fails (the file ends
-    inside a record or a track; bytes after the last record are ignored, as there), and the preflight uses it
-    instead of the reader."""
-    import struct
+def test_a_text_model_reads_its_train_points_once_with_nerfstudios_reader(tmp_path, monkeypatch):
+    scene = small_scene(tmp_path / "scene")
+    theirs = ColmapDataParserConfig(data=scene).setup().get_dataparser_outputs("train").metadata
+    reads = _count_reads(monkeypatch)
+    datamanager = _datamanager(scene, tmp_path / "out")
+    assert reads == [scene.joinpath(*SPARSE) / "points3D.txt"]  # the train split's; not the eval split's
+    for key in POINT_KEYS:
+        assert torch.equal(datamanager.train_dataparser_outputs.metadata[key], theirs[key]), key
+    assert "points3D_xyz" not in datamanager.eval_dataset.metadata
 
-    import pytest
 
-    from ns_splat_plus.training import colmap_checks
-
-    sparse = small_scene(tmp_path / "scene") / "colmap" / "sparse" / "0"
-    points = {  # tracks of 1-3 observations (the synthetic scene's points have none)
-        k: p._replace(image_ids=np.arange(1 + k % 3), point2D_idxs=np.arange(1 + k % 3))
-        for k, p in colmap_parsing_utils.read_points3D_text(sparse / "points3D.txt").items()
-    }
-    path = tmp_path / "points3D.bin"
-    colmap_parsing_utils.write_points3D_binary(points, path)
+def test_records_are_read_where_nerfstudios_reader_reads_them_and_fail_where_it_fails(binary_scene, tmp_path):
+    path = binary_scene.joinpath(*SPARSE) / "points3D.bin"
     data = path.read_bytes()
-    assert colmap_checks.walk_points3D_binary(path) == len(colmap_parsing_utils.read_points3D_binary(path)) > 1
-    first_track = struct.unpack_from("<Q", data, 8 + colmap_checks.POINT_RECORD_BYTES - 8)[0]
-    assert first_track > 0
-    last_record_start = len(data) - colmap_checks.POINT_RECORD_BYTES - 8 * points[max(points)].image_ids.size
-    for cut in (4, 8 + 20, 8 + colmap_checks.POINT_RECORD_BYTES + 4, last_record_start + 10, len(data) - 1):
-        path.write_bytes(data[:cut])
+    points = colmap_parsing_utils.read_points3D_binary(path)
+    records = sfm_points.read_points3D_binary_records(path)
+    assert records["id"].tolist() == list(points)
+    np.testing.assert_array_equal(records["xyz"], np.stack([p.xyz for p in points.values()]))
+    np.testing.assert_array_equal(records["rgb"], np.stack([p.rgb for p in points.values()]))
+    np.testing.assert_array_equal(records["error"], [p.error for p in points.values()])
+    np.testing.assert_array_equal(records["track"], [len(p.image_ids) for p in points.values()])
+    cut = tmp_path / "cut.bin"
+    last = len(data) - sfm_points.POINT_RECORD_BYTES - 8 * len(points[max(points)].image_ids)
+    for end in (4, 8 + 20, 8 + sfm_points.POINT_RECORD_BYTES + 4, last + 10, len(data) - 1):
+        cut.write_bytes(data[:end])
         with pytest.raises(struct.error):
-            colmap_parsing_utils.read_points3D_binary(path)  # nerfstudio's reader fails here...
+            colmap_parsing_utils.read_points3D_binary(cut)  # nerfstudio's reader fails here...
         with pytest.raises(ValueError):
-            colmap_checks.walk_points3D_binary(path)  # ...and so does the walk
-    path.write_bytes(data + b"\0" * 5)
-    assert colmap_checks.walk_points3D_binary(path) == len(points)
-    read = []
-    monkeypatch.setattr(colmap_parsing_utils, "read_points3D_binary", lambda p: read.append(p))
-    path.write_bytes(data)
-    for name in ("cameras", "images"):
-        getattr(colmap_parsing_utils, f"write_{name}_binary")(
-            getattr(colmap_parsing_utils, f"read_{name}_text")(sparse / f"{name}.txt"), tmp_path / f"{name}.bin"
-        )
-    cameras, images, none, _, _ = colmap_checks.read_model(tmp_path, read_points=True)
-    assert cameras and images and none is None and read == []
+            sfm_points.points3D_binary_offsets_of(cut)  # ...and so do the offsets
+    cut.write_bytes(data + b"\0" * 5)  # bytes after the last record: ignored by both
+    assert len(sfm_points.read_points3D_binary_records(cut)) == len(points)
+
+
+def test_repeated_point_ids_keep_nerfstudios_reader(binary_scene, tmp_path, monkeypatch):
+    sparse = binary_scene.joinpath(*SPARSE)
+    points = colmap_parsing_utils.read_points3D_binary(sparse / "points3D.bin")
+    first = next(iter(points.values()))
+    path = sparse / "points3D.bin"
+    data = bytearray(path.read_bytes())
+    second = 8 + sfm_points.POINT_RECORD_BYTES + 8 * len(first.image_ids)
+    data[second : second + 8] = struct.pack("<Q", first.id)  # the second point takes the first one's id
+    path.write_bytes(bytes(data))
+    theirs = ColmapDataParserConfig(data=binary_scene).setup().get_dataparser_outputs("train").metadata
+    assert theirs["points3D_xyz"].shape[0] == len(points) - 1  # nerfstudio's dict keeps one point per id
+    reads = _count_reads(monkeypatch)
+    datamanager = _datamanager(binary_scene, tmp_path / "out")
+    assert reads == [path]
+    assert torch.equal(datamanager.train_dataparser_outputs.metadata["points3D_xyz"], theirs["points3D_xyz"])
+
+
+def test_the_preflight_steps_over_points3d_bin_without_reading_its_points(binary_scene, monkeypatch):
+    reads = _count_reads(monkeypatch)
+    cameras, images, none, _, _ = colmap_checks.read_model(binary_scene.joinpath(*SPARSE), read_points=True)
+    assert cameras and images and none is None and reads == []
