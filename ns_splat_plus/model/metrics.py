@@ -7,8 +7,8 @@ the same value, float rounding aside), and on the host only where not even a str
 :data:`MIN_STRIP_ROWS` rows fits. Renders larger than training's pixel budget are rasterized in strips
 to the host, so that the device never holds more full-resolution images than training needs: their
 PSNR is computed there, and their SSIM and LPIPS on the device in crops, within the same limit. LPIPS
-is ``None``, never 0, when its weights are unavailable. With ``--pipeline.model.color-corrected-metrics True`` ``cc_psnr`` / ``cc_ssim`` /
-``cc_lpips`` are added, as splatfacto does (nerfstudio's ``color_correct``).
+is ``None``, never 0, when its weights are unavailable. With ``--pipeline.model.color-corrected-metrics
+True`` ``cc_psnr`` / ``cc_ssim`` / ``cc_lpips`` are added, as splatfacto does (nerfstudio's ``color_correct``).
 """
 
 from __future__ import annotations

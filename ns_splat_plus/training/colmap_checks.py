@@ -3,9 +3,9 @@
 nerfstudio's colmap parser reads the model with its own readers and fails with a raw
 ``struct.error`` (no file name) on a zero-byte or truncated ``*.bin``, takes a NaN pose for bad SfM
 points, and finds a missing, empty or wrongly sized photo only while caching images (an assert
-without the file name). :func:`check_colmap_scene` reads the model with the same readers (``points3D.bin``
-only stepped over, :func:`~.sfm_points.points3D_binary_offsets`) and opens the header of every photo (no decode) before the
-dataparser runs.
+without the file name). :func:`check_colmap_scene` reads the model with the same readers (a
+``points3D.bin`` only stepped over: :func:`~.sfm_points.points3D_binary_offsets`) and opens the header of
+every photo (no decode) before the dataparser runs.
 """
 
 from __future__ import annotations
