@@ -4,14 +4,15 @@
 nerfstudio's ``Viewer.init_scene`` (1.1.5) draws each training camera (up to 512) with its photo. It reads the
 photo as ``train_dataset[i]["image"]``, and ``InputDataset`` decodes the file again, to float32 at full size, only
 to shrink it to 100 pixels. That runs between the warmup and step 0 of every run with the viewer on (the
-default): 4.5-4.8 s on fox (58 photos of 1080x1920) on an H200 machine
-(``benchmarks/2026-11-30-h200x2-eval-strips-and-ns-eval``, the ``warmup`` part of ``ranks/startup_rank0.json``
-less the warmup's own line), and in proportion to the photos' count and size elsewhere.
+default). On fox (58 photos of 1080x1920) it took 1.28 of that stretch's 1.55 s on the development machine; on
+an H200 machine the stretch took 4.5-4.8 s (``benchmarks/2026-11-30-h200x2-eval-strips-and-ns-eval``).
 
 The photos this rank holds in host memory are decoded already (:class:`~.stores.HostImageStore`), so
 :class:`ThumbnailDataset` gives ``init_scene`` each one shrunk as it shrinks them (torchvision's ``resize`` to 100
-pixels, ``antialias=None``). Photos held elsewhere (another rank's shard, a streamed store, whose buffer the
-viewer must not churn) are read as nerfstudio reads them.
+pixels, ``antialias=None``). These are the same bytes. For a camera with lens distortion the picture is the
+undistorted photo that training uses, whose intrinsics the viewer draws with (nerfstudio's is the distorted
+file). Photos held elsewhere (another rank's shard, a streamed store, whose buffer the viewer must not churn)
+are read as nerfstudio reads them.
 """
 
 from __future__ import annotations
