@@ -169,7 +169,15 @@ class StepRecorder:
             self.process_peak_bytes = max(self.process_peak_bytes or 0, peak)
         self.gaussians.append(self.num_points_fn())
         if (step + 1) % self.progress_every == 0 and global_rank() == 0:
-            print(f"{PROGRESS_PREFIX} step {step + 1}/{self.max_steps}", flush=True)
+            print(f"{PROGRESS_PREFIX} step {step + 1}/{self.max_steps}{self._time_left(step)}", flush=True)
+
+    def _time_left(self, step: int) -> str:
+        """' (~N s of steps left)' at the pace of the steps so far (first step excluded: its set-up), so that
+        whoever waits on concurrent runs can stop them early when they will not end in time."""
+        if len(self.end_host) < 3:
+            return ""
+        pace = (self.end_host[-1] - self.end_host[0]) / (len(self.end_host) - 1)
+        return f" (~{pace * max(0, self.max_steps - (step + 1)):.0f} s of steps left)"
 
     def eval_begin(self) -> None:
         if self.reset_peaks:

@@ -1897,3 +1897,22 @@ def test_a_probe_told_to_stop_after_its_first_step_ends_there_and_keeps_nothing(
     assert 0 <= proc.stdout.find("Warmup: 5 training steps") < stopped, proc.stdout[-3000:]
     assert not (tmp_path / "probe.json").exists()
     assert not list((tmp_path / "run").rglob("*.ckpt"))
+
+
+def test_progress_lines_say_how_long_the_steps_left_take_at_the_pace_so_far(monkeypatch, capsys):
+    """A run's progress line (every tenth of its steps) adds the seconds its remaining steps take at the pace
+    of the steps timed so far, the first one left out (its set-up), so that concurrent runs that cannot end in
+    time can be stopped early."""
+    import torch
+
+    from splatbench import recorder
+
+    clock = iter(range(0, 10_000, 1))  # perf_counter: begin and end of each step 1 s apart, steps 2 s apart
+    monkeypatch.setattr(recorder.time, "perf_counter", lambda: float(next(clock)))
+    steps = recorder.StepRecorder(torch.device("cpu"), lambda: 0, max_steps=100)
+    for step in range(30):
+        steps.begin(step)
+        steps.end(step)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[bench] step")]
+    assert lines[0] == "[bench] step 10/100 (~180 s of steps left)"  # 90 steps at 2 s
+    assert lines[-1] == "[bench] step 30/100 (~140 s of steps left)"
