@@ -72,7 +72,8 @@ def train_loop(trainer: TrainerLike) -> None:
         cast(FullImageDatamanager, datamanager).train_dataparser_outputs.save_dataparser_transform(
             trainer.base_dir / "dataparser_transforms.json"
         )
-    upstream.init_viewer_state(trainer, thumbnails.viewer_dataset(datamanager))  # pictures from memory
+    pictures = thumbnails.viewer_dataset(datamanager, upstream.drawn_image_indices(trainer))
+    upstream.init_viewer_state(trainer, pictures)  # the cameras' pictures from memory, or read on several threads
     freeze_heap_at_exit()  # the process's exit after the run: about 1.5 s less of finalization
     stop = StopRequest()
     stop.install()

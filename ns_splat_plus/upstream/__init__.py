@@ -28,8 +28,9 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
   ``Trainer._init_viewer_state``, ``_update_viewer_state``, ``_after_train``
                                                    :func:`init_viewer_state`, :func:`update_viewer_state`,
                                                    :func:`after_train` (our loop calls them)
-  ``Viewer.init_scene`` reads ``len``, ``cameras``, ``[i]["image"]`` of its dataset
-                                                   :func:`init_viewer_state` (the cameras' pictures from memory)
+  ``Viewer.init_scene`` reads ``len``, ``cameras``, ``[i]["image"]`` of its dataset; ``_pick_drawn_image_idxs``
+                                                   :func:`init_viewer_state` (the cameras' pictures from memory),
+                                                   :func:`drawn_image_indices`
   ``Trainer._load_checkpoint``                     overridden by ``SplatPlusTrainer`` (resume)
   ``Trainer.train`` loop arithmetic                :func:`train_loop_subtracts_start_step`
   ``SplatfactoModel._get_downscale_factor``, ``_downscale_if_required``, ``_get_background_color``,

@@ -136,6 +136,16 @@ def set_start_step(trainer, step: int) -> None:
     trainer._start_step = step
 
 
+def drawn_image_indices(trainer) -> list:
+    """The training cameras ``Viewer.init_scene`` draws with a picture (nerfstudio 1.1.5's
+    ``_pick_drawn_image_idxs``, up to ``--viewer.max-num-display-images``); none without the viewer (ranks > 0)."""
+    viewer_state = getattr(trainer, "viewer_state", None)
+    datamanager = trainer.pipeline.datamanager
+    if viewer_state is None or getattr(datamanager, "train_dataset", None) is None:
+        return []
+    return [int(i) for i in viewer_state._pick_drawn_image_idxs(len(datamanager.train_dataset))]
+
+
 def init_viewer_state(trainer, train_dataset=None) -> None:
     """``Trainer._init_viewer_state()`` (nerfstudio 1.1.5; a no-op without the viewer, and on ranks > 0), with
     ``train_dataset`` (default: the datamanager's) as the one whose photos ``init_scene`` draws at the

@@ -70,7 +70,7 @@ def test_pictures_from_memory_are_nerfstudios_and_read_no_held_photo(trainer, mo
     dataset = datamanager.train_dataset
     theirs = _drawn(dataset)  # nerfstudio's: each photo decoded again from its file
     reads = _count_reads(dataset, monkeypatch)
-    from_memory = thumbnails.viewer_dataset(datamanager)
+    from_memory = thumbnails.viewer_dataset(datamanager, list(range(len(dataset))))
     assert isinstance(from_memory, thumbnails.ThumbnailDataset)
     ours = _drawn(from_memory)
     assert reads == []  # every photo is held: none read again
@@ -81,14 +81,31 @@ def test_pictures_from_memory_are_nerfstudios_and_read_no_held_photo(trainer, mo
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
 
 
-def test_photos_not_held_here_are_read_as_nerfstudio_reads_them(trainer, monkeypatch):
+@pytest.mark.parametrize("held_here", [(0, 2), None], ids=["a rank's shard", "streamed"])
+def test_photos_not_held_here_are_read_on_several_threads_with_nerfstudios_bytes(trainer, monkeypatch, held_here):
+    """Photos another rank holds, or a streamed store's, are read by the dataset as nerfstudio reads them, but
+    on the picture threads, started when the dataset is made, and only those init_scene draws."""
+    import threading
+
     datamanager = trainer.pipeline.datamanager
     dataset = datamanager.train_dataset
-    held = HostImageStore({i: datamanager.cached_train[i] for i in (0, 2)})  # a rank's shard
-    reads = _count_reads(dataset, monkeypatch)
-    pictures = _drawn(thumbnails.ThumbnailDataset(dataset, held))
-    assert len(pictures) == len(dataset)
-    assert sorted(reads) == [i for i in range(len(dataset)) if i not in (0, 2)]
+    theirs = _drawn(dataset)
+    held = None if held_here is None else HostImageStore({i: datamanager.cached_train[i] for i in held_here})
+    threads = []
+    real = dataset.get_data
+    monkeypatch.setattr(
+        dataset,
+        "get_data",
+        lambda idx, *a, **k: threads.append((idx, threading.current_thread().name)) or real(idx, *a, **k),
+    )
+    drawn = list(range(len(dataset)))
+    pictures = thumbnails.ThumbnailDataset(dataset, held, drawn[:-1], workers=3)  # the last one not drawn
+    ours = _drawn(pictures)  # init_scene asks for every picture, the last one too
+    for name in theirs:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+    on_picture_threads = sorted(idx for idx, name in threads if name.startswith("splat-plus-pictures"))
+    assert on_picture_threads == [i for i in drawn[:-1] if held_here is None or i not in held_here]
+    assert [idx for idx, name in threads if not name.startswith("splat-plus-pictures")] == [drawn[-1]]
 
 
 def test_the_picture_holds_the_shrunk_photos_bytes_whether_held_as_uint8_or_float():
@@ -106,10 +123,14 @@ def test_the_picture_holds_the_shrunk_photos_bytes_whether_held_as_uint8_or_floa
 
 
 def test_the_training_loop_draws_the_pictures_from_memory(tmp_path, monkeypatch):
-    """With the viewer on (only its scene is stood in), the loop's set-up hands init_scene the pictures from
-    memory; without splat-plus's store (nerfstudio's list of images) it keeps nerfstudio's own."""
+    """The loop's set-up hands init_scene the pictures from memory for the cameras the viewer draws; without
+    the viewer, or without splat-plus's store (nerfstudio's list of images), nerfstudio's own path."""
     given = []
     monkeypatch.setattr(upstream, "init_viewer_state", lambda trainer, dataset=None: given.append(dataset))
+    # the viewer's choice of cameras (its server is not started here: the test trains with tensorboard)
+    monkeypatch.setattr(
+        upstream, "drawn_image_indices", lambda t: list(range(len(t.pipeline.datamanager.train_dataset)))
+    )
     config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=1)
     config.warmup_steps = 0
     trainer = build_trainer(config)
@@ -119,5 +140,7 @@ def test_the_training_loop_draws_the_pictures_from_memory(tmp_path, monkeypatch)
         close_writers()
     assert len(given) == 1 and isinstance(given[0], thumbnails.ThumbnailDataset), given
     assert given[0].dataset is trainer.pipeline.datamanager.train_dataset
-    streamed = type("DataManager", (), {"train_dataset": given[0].dataset, "cached_train": [{}]})()
-    assert thumbnails.viewer_dataset(streamed) is None
+    datamanager = trainer.pipeline.datamanager
+    assert thumbnails.viewer_dataset(datamanager, []) is None  # no viewer: nothing drawn, nothing read
+    upstream_list = type("DataManager", (), {"train_dataset": datamanager.train_dataset, "cached_train": [{}]})()
+    assert thumbnails.viewer_dataset(upstream_list, [0]) is None  # nerfstudio's own datamanager: its own path
