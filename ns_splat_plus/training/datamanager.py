@@ -110,13 +110,8 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         }
         # the train split parsed without its SfM points, which are then read as arrays (sfm_points.py)
         fast_points = sfm_points.fast_points_apply(config.dataparser)
-        if fast_points:
-            config.dataparser.load_3D_points = False  # type: ignore[attr-defined]  # a ColmapDataParserConfig
-        try:
+        with sfm_points.points_not_loaded(config.dataparser) if fast_points else contextlib.nullcontext():
             super().__init__(config, *args, **kwargs)
-        finally:
-            if fast_points:
-                config.dataparser.load_3D_points = True  # type: ignore[attr-defined]
         if fast_points:
             points = sfm_points.load_train_points(self.dataparser, self.train_dataparser_outputs)
             self.train_dataparser_outputs.metadata.update(points)
@@ -134,14 +129,8 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         """nerfstudio's, without the SfM points: the model starts from the train split's, and nothing reads the
         eval split's. nerfstudio's colmap parser would read ``points3D`` again for it, point by point in Python
         (0.06 s of 0.08 s for plush-dog's 11k points, so about 6 s for a million)."""
-        parser_config = getattr(self.dataparser, "config", None)
-        if parser_config is None or not getattr(parser_config, "load_3D_points", False):
+        with sfm_points.points_not_loaded(getattr(self.dataparser, "config", None)):
             return super().create_eval_dataset()
-        parser_config.load_3D_points = False
-        try:
-            return super().create_eval_dataset()
-        finally:
-            parser_config.load_3D_points = True
 
     @cached_property  # read several times a step: derived once (the option and the world size are fixed)
     def per_step(self) -> int:

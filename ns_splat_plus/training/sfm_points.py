@@ -14,9 +14,10 @@ stays for a ``points3D.txt``, for 2D matches (``--max-2D-matches-per-3D-point``)
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
 import torch
@@ -66,6 +67,20 @@ def read_points3D_binary_records(path: Path) -> np.ndarray:
         chunk = offsets[start : start + _CHUNK]
         as_bytes[start : start + len(chunk)] = raw[chunk[:, None] + columns]
     return records
+
+
+@contextlib.contextmanager
+def points_not_loaded(parser_config: Any) -> Iterator[None]:
+    """nerfstudio's colmap parser (its config ``parser_config``) parsing without the SfM points inside, with
+    ``load_3D_points`` back as given after; nothing for a parser without that option, or with it off."""
+    if not getattr(parser_config, "load_3D_points", False):
+        yield
+        return
+    parser_config.load_3D_points = False
+    try:
+        yield
+    finally:
+        parser_config.load_3D_points = True
 
 
 def fast_points_apply(parser_config: Any) -> bool:
