@@ -106,6 +106,19 @@ class SlurmCluster:
                 )
             time.sleep(0.5)
 
+    def idle(self) -> bool:
+        """Every node idle: no job on it and none completing (a job's steps and epilog have ended)."""
+        for proc in self.daemons:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.args[0]} exited ({proc.returncode})\n{self.logs()}")
+        out = self.run(_which("sinfo"), "-h", "-N", "-o", "%N %t", timeout=30).stdout
+        states = dict(line.split() for line in out.splitlines() if line.strip())
+        return all(states.get(n) == "idle" for n in self.nodes)
+
+    def wait_idle(self, timeout: float) -> None:
+        """Poll until every node is idle; RuntimeError with the logs after ``timeout`` seconds."""
+        _wait(self.idle, timeout, "every node idle", self.logs)
+
     def logs(self) -> str:
         """The end of each daemon's log, for failure messages."""
         parts = []
@@ -233,18 +246,7 @@ def start_cluster(root: Path, nodes: int = 1) -> SlurmCluster:
             cluster.daemons.append(
                 _daemon([_which("slurmd"), "-D", "-N", name, "-f", str(conf)], root / f"slurmd-{name}.out", env)
             )
-
-        def idle() -> bool:
-            for proc in cluster.daemons:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{proc.args[0]} exited ({proc.returncode})\n{cluster.logs()}")
-            out = subprocess.run(
-                [_which("sinfo"), "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, env=env, timeout=30
-            ).stdout
-            states = dict(line.split() for line in out.splitlines() if line.strip())
-            return all(states.get(n) == "idle" for n in names)
-
-        _wait(idle, 60, "every node idle", cluster.logs)
+        cluster.wait_idle(60)
     except BaseException:
         cluster.stop()
         raise

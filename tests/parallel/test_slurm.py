@@ -96,7 +96,11 @@ def _refines(run: Path) -> List[dict]:
     return [r for r in records if r["event"] == "refine"]
 
 
-def _wait_for_text(path: Path, text: str, count: int, timeout: float) -> None:
+def _wait_for_text(
+    path: Path, text: str, count: int, timeout: float, cluster: slurm_cluster.SlurmCluster, job: int
+) -> None:
+    """Wait until ``text`` is ``count`` times in the job's output; else TimeoutError with the output's end,
+    the job's fields and the daemons' logs (what SLURM did with the job)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists() and path.read_text(errors="replace").count(text) >= count:
@@ -105,6 +109,7 @@ def _wait_for_text(path: Path, text: str, count: int, timeout: float) -> None:
     raise TimeoutError(
         f"{text!r} not {count} times in {path} after {timeout} s:\n"
         + (path.read_text()[-4000:] if path.exists() else "(no file)")
+        + f"\njob {job}: {cluster.job(job)}\n{cluster.logs()}"
     )
 
 
@@ -146,22 +151,27 @@ def test_stopped_job_saves_a_checkpoint_and_resumes_to_the_end(tmp_path, scene):
     logs = [tmp_path / "job1.out", tmp_path / "job2.out"]
     try:
         first = cluster.sbatch(*args, f"--output={logs[0]}", str(SINGLE_NODE), *train, env=env, cwd=tmp_path)
-        _wait_for_text(logs[0], "Start-up:", 1, timeout=300)  # printed once both ranks are about to train
+        _wait_for_text(logs[0], "Start-up:", 1, 300, cluster, first)  # printed once both ranks are about to train
         time.sleep(2)  # the loop's SIGTERM handler is set right after that line (before it, SIGTERM kills)
         cluster.run("scancel", str(first))
         cluster.wait_for(first, DONE, timeout=300)
-        _wait_for_text(logs[0], "checkpoint saved", 1, timeout=120)
+        _wait_for_text(logs[0], "checkpoint saved", 1, 120, cluster, first)
         second = cluster.sbatch(
             *args, "--requeue", f"--output={logs[1]}", str(SINGLE_NODE), *train, env=env, cwd=tmp_path
         )
-        _wait_for_text(logs[1], "Start-up:", 1, timeout=300)
+        _wait_for_text(logs[1], "Start-up:", 1, 300, cluster, second)
         time.sleep(2)
         cluster.run("scancel", "--batch", "--signal=USR1", str(second))  # what --signal=B:USR1@120 sends
-        _wait_for_text(logs[1], f"job {second}: requeued", 1, timeout=300)
+        _wait_for_text(logs[1], f"job {second}: requeued", 1, 300, cluster, second)
         cluster.wait_for(second, ("PENDING",), timeout=120)
-        # SLURM holds a requeued job for about two minutes (its begin time); the test starts it now
+        # SLURM holds a requeued job for about two minutes (its begin time) so that the old run's processes
+        # are gone and the new launch's credential is newer than the old one's revocation (slurmd refuses a
+        # launch from the second the job was killed in). The test waits for both, then starts the job
+        # (a start time in the future would wait for the scheduler's next periodic pass instead).
+        cluster.wait_idle(60)
+        time.sleep(2)
         cluster.run("scontrol", "update", f"JobId={second}", "StartTime=now")
-        _wait_for_text(logs[1], "Start-up:", 2, timeout=300)  # the requeued job started again
+        _wait_for_text(logs[1], "Start-up:", 2, 300, cluster, second)  # the requeued job started again
         info = cluster.wait_for(second, DONE, timeout=300)
     finally:
         cluster.stop()
