@@ -5,19 +5,21 @@ nerfstudio's colmap parser reads the model with its own readers and fails with a
 points, and finds a missing, empty or wrongly sized photo only while caching images (an assert
 without the file name). :func:`check_colmap_scene` reads the model with the same readers (a
 ``points3D.bin`` only stepped over: :func:`~.sfm_points.points3D_binary_offsets`) and opens the header of
-every photo (no decode) before the dataparser runs.
+every photo (no decode) before the dataparser runs. ``ns-eval``, ``ns-viewer`` and ``ns-export`` parse
+without that preflight: :func:`damaged_files_named` names the damaged file when their parse fails.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
-from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.errors import SplatPlusError, UserInputError
 from ns_splat_plus.training import sfm_points
 
 MAX_AUTO_RESOLUTION = 1600
@@ -64,6 +66,26 @@ def read_model(colmap_dir: Path, read_points: bool) -> Tuple[Dict, Dict, Optiona
         elif (colmap_dir / "points3D.txt").exists():
             points = _read(cu.read_points3D_text, colmap_dir / "points3D.txt", "points3D")
     return cameras, images, points, cam_file, img_file
+
+
+@contextlib.contextmanager
+def damaged_files_named(parser_config: Any) -> Iterator[None]:
+    """A parse by nerfstudio's colmap parser (its config ``parser_config``, ``data`` set) inside: where it
+    fails, the model's files are read again as the preflight reads them, and a damaged one raises the
+    preflight's UserInputError naming it; any other failure stays as it was. Costs nothing when the parse
+    succeeds."""
+    try:
+        yield
+    except (SplatPlusError, KeyboardInterrupt):
+        raise
+    except Exception:
+        from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+
+        if isinstance(parser_config, ColmapDataParserConfig) and parser_config.data is not None:
+            colmap_dir = Path(parser_config.data) / parser_config.colmap_path
+            if colmap_dir.is_dir():
+                read_model(colmap_dir, read_points=bool(parser_config.load_3D_points))  # raises if one is damaged
+        raise
 
 
 def points_file(colmap_dir: Path) -> Optional[Path]:

@@ -30,7 +30,7 @@ from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, RENDER_CACHE, concatena
 from ns_splat_plus.parallel import agreement, collectives
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
 from ns_splat_plus.parallel.sharding import camera_for_step, cameras_for_step, eval_share
-from ns_splat_plus.training import sfm_points
+from ns_splat_plus.training import colmap_checks, sfm_points
 from ns_splat_plus.training.images.photo import PhotoDataset
 from ns_splat_plus.training.images.prefetch import DevicePrefetcher
 
@@ -108,14 +108,16 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
             "train": None,  # set when the images are loaded (training/images/load.py)
             "eval": None,
         }
-        # the train split parsed without its SfM points, which are then read as arrays (sfm_points.py)
+        # the train split parsed without its SfM points, which are then read as arrays (sfm_points.py); a
+        # damaged model file named (ns-eval, ns-viewer and ns-export parse without ns-train's preflight)
         fast_points = sfm_points.fast_points_apply(config.dataparser)
-        with sfm_points.points_not_loaded(config.dataparser) if fast_points else contextlib.nullcontext():
-            super().__init__(config, *args, **kwargs)
-        if fast_points:
-            points = sfm_points.load_train_points(self.dataparser, self.train_dataparser_outputs)
-            self.train_dataparser_outputs.metadata.update(points)
-            self.train_dataset.metadata.update(copy.deepcopy(points))  # the dataset holds a copy, as upstream
+        with colmap_checks.damaged_files_named(config.dataparser):
+            with sfm_points.points_not_loaded(config.dataparser) if fast_points else contextlib.nullcontext():
+                super().__init__(config, *args, **kwargs)
+            if fast_points:
+                points = sfm_points.load_train_points(self.dataparser, self.train_dataparser_outputs)
+                self.train_dataparser_outputs.metadata.update(points)
+                self.train_dataset.metadata.update(copy.deepcopy(points))  # the dataset holds a copy, as upstream
         self.startup_times["dataset_parse_end"] = time.time()
         if collectives.is_distributed():  # every rank parsed the same dataset: before the model or a photo is read
             agreement.agree_on_dataset(

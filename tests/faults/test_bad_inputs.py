@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
@@ -375,21 +376,25 @@ def ns_eval(config_yml: Path, out_json: Path) -> subprocess.CompletedProcess:
     return run([console_script("ns-eval"), "--load-config", str(config_yml), "--output-path", str(out_json)])
 
 
+def _copy_run(trained: Path, output_dir: Path, data: Optional[Path] = None) -> Path:
+    """A copy of the run in another output dir (and with another dataset, if given): config.yml names both."""
+    dest = output_dir / "base" / "splat-plus" / "run"
+    shutil.copytree(trained, dest)
+    cfg = dest / "config.yml"
+    config = yaml.load(cfg.read_text(), Loader=yaml.Loader)
+    config.output_dir = output_dir
+    if data is not None:
+        config.pipeline.datamanager.data = config.pipeline.datamanager.dataparser.data = data
+    cfg.write_text(yaml.dump(config))
+    return dest
+
+
 @pytest.mark.slow
 def test_eval_and_export_on_damaged_checkpoint_dirs(trained, tmp_path):
     import json
 
     def copy_run(name: str) -> Path:
-        # a copy of the run in another output dir: config.yml names its own location, so rewrite it
-        dest = tmp_path / name / "base" / "splat-plus" / "run"
-        shutil.copytree(trained, dest)
-        import yaml
-
-        cfg = dest / "config.yml"
-        config = yaml.load(cfg.read_text(), Loader=yaml.Loader)
-        config.output_dir = tmp_path / name
-        cfg.write_text(yaml.dump(config))
-        return dest
+        return _copy_run(trained, tmp_path / name)
 
     steps = checkpoints(trained)
     assert len(steps) >= 2  # the newest is used; an older one is left to fall back to
@@ -426,6 +431,18 @@ def test_eval_and_export_on_damaged_checkpoint_dirs(trained, tmp_path):
     proc = ns_eval(truncated / "config.yml", tmp_path / "truncated.json")
     assert_one_message(proc, f"Checkpoint {newest}", "truncated")
     assert not (tmp_path / "truncated.json").exists()
+
+
+@pytest.mark.slow
+def test_eval_names_a_colmap_file_damaged_since_training(trained, scene, tmp_path):
+    # ns-eval parses the scene again, without ns-train's preflight
+    data = _binary_scene(scene, tmp_path / "bin")
+    points = data / SPARSE / "points3D.bin"
+    points.write_bytes(points.read_bytes()[: points.stat().st_size // 2])
+    run_copy = _copy_run(trained, tmp_path / "out", data=data)
+    proc = ns_eval(run_copy / "config.yml", tmp_path / "damaged.json")
+    assert_one_message(proc, f"the COLMAP points3D file {points} cannot be read", "What to do: re-export")
+    assert not (tmp_path / "damaged.json").exists()
 
 
 # --- 12. ns-eval with no held-out image -----------------------------------------------------------

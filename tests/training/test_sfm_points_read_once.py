@@ -119,3 +119,27 @@ def test_the_preflight_steps_over_points3d_bin_without_reading_its_points(binary
     reads = _count_reads(monkeypatch)
     cameras, images, none, _, _ = colmap_checks.read_model(binary_scene.joinpath(*SPARSE), read_points=True)
     assert cameras and images and none is None and reads == []
+
+
+def test_a_parse_that_fails_on_a_damaged_model_file_names_it(binary_scene, tmp_path, monkeypatch):
+    """ns-eval, ns-viewer and ns-export parse without ns-train's preflight: the datamanager names the damaged
+    file (the preflight's message) where the parse fails on it, and leaves any other failure as it was."""
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParser
+
+    from ns_splat_plus.errors import UserInputError
+
+    sparse = binary_scene.joinpath(*SPARSE)
+    for name in ("points3D.bin", "images.bin"):  # read by splat-plus's reader, by nerfstudio's
+        path = sparse / name
+        whole = path.read_bytes()
+        path.write_bytes(whole[: len(whole) // 2])
+        with pytest.raises(UserInputError, match=f"COLMAP .* file {path} cannot be read .* truncated"):
+            _datamanager(binary_scene, tmp_path / f"out-{name}")
+        path.write_bytes(whole)
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("not a file's fault")
+
+    monkeypatch.setattr(ColmapDataParser, "_generate_dataparser_outputs", fails)
+    with pytest.raises(RuntimeError, match="not a file's fault"):
+        _datamanager(binary_scene, tmp_path / "out-other")
