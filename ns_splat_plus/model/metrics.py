@@ -180,6 +180,8 @@ def image_metrics(
     of SSIM and LPIPS ran (:func:`metric_place`) is left in ``model.metric_places`` (``{"ssim": "strips", ...}``),
     for the evaluation's report."""
     from nerfstudio.model_components.lib_bilagrid import color_correct
+
+    upstream.import_torchmetrics()
     from torchmetrics.functional.image import peak_signal_noise_ratio
 
     predicted_rgb = outputs["rgb"]

@@ -154,8 +154,8 @@ class SplatPlusModel(SplatfactoModel):
 
         self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
 
-        # PSNR: torchmetrics' function, imported at the first evaluation (metrics.py); importing torchmetrics
-        # at start-up took 5.9 s on the GPU machine (it imports transformers where that is installed)
+        # PSNR: torchmetrics' function, imported at the first evaluation (metrics.py), without transformers
+        # (upstream.import_torchmetrics: 9.0 s on the GPU machine with it)
         self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)  # evaluation metrics, as splatfacto's
         self.loss_ssim = TrainingSSIM(self.config.ssim_kernel)  # the trainer says which (loss_ssim_note)
         self.step = 0

@@ -16,7 +16,7 @@ ns-train calls, and model construction, which ns-eval / ns-viewer / ns-export re
 Touch points, by library and the versions they were written for: what is touched, the function
 here that touches it, [the fallback, where one exists; probed at start-up where marked "probed"].
 The package is split by library (``nerfstudio_private``, ``gsplat_private``, ``torch_private``,
-``viser_private``, ``lpips``, ``versions``); everything is reached as ``upstream.<name>``.
+``viser_private``, ``lpips``, ``torchmetrics_private``, ``versions``); everything is reached as ``upstream.<name>``.
 :class:`TrainerLike` (:mod:`.trainer`) is the type of nerfstudio's ``Trainer`` as the layers use it (a Protocol).
 
 nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
@@ -77,7 +77,10 @@ torch 2.6-2.15: 2.11 on the GPU machine, 2.14 on the CPU one (:mod:`.torch_priva
 Triton 3.2-3.9: 3.6 with torch 2.11, 3.8 with torch 2.14 (:mod:`.gsplat_private`)
   ``CompiledKernel[grid](*args)``                  :func:`launch_compiled_triton` (no ``JITFunction.run``)
                                                    [probed; a TypeError at a launch: ``JITFunction.run``]
-torchmetrics 1.x, torchvision (:mod:`.torch_private`, :mod:`.lpips`)
+torchmetrics 1.x, torchvision (:mod:`.torch_private`, :mod:`.lpips`, :mod:`.torchmetrics_private`)
+  lightning-utilities 0.15's ``imports._version``  :func:`import_torchmetrics` (torchmetrics' import without
+                                                   transformers: 9.0 s of ns-eval on the GPU machine) [where the
+                                                   name is missing: torchmetrics' own import]
   ``Metric._defaults``, ``_update_count``, ``_computed``  :func:`metric_state_names` (warmup snapshot)
   LPIPS' AlexNet download                          :func:`build_lpips` (local weights, else one short download)
   ``_LPIPS.scaling_layer``, ``net.slice1-5``,      :func:`lpips_in_row_strips` (LPIPS over row strips within the
@@ -99,6 +102,7 @@ from ns_splat_plus.upstream.lpips import *  # noqa: F401,F403
 from ns_splat_plus.upstream.nerfstudio_private import *  # noqa: F401,F403
 from ns_splat_plus.upstream.torch_private import *  # noqa: F401,F403
 from ns_splat_plus.upstream.torch_private import fused_adam_available
+from ns_splat_plus.upstream.torchmetrics_private import import_torchmetrics as import_torchmetrics
 from ns_splat_plus.upstream.trainer import TrainerLike as TrainerLike  # the type of the trainer, for every layer
 from ns_splat_plus.upstream.versions import (
     SUPPORTED_VERSIONS,

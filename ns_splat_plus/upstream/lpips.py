@@ -11,6 +11,8 @@ import torch
 from nerfstudio.utils.rich_utils import CONSOLE
 from torch import Tensor
 
+from ns_splat_plus.upstream.torchmetrics_private import import_torchmetrics
+
 _LPIPS_WARNED = False
 
 
@@ -89,6 +91,7 @@ def build_lpips(warn: bool = True) -> Optional[torch.nn.Module]:
             if warn:
                 warn_lpips_unavailable()
             return None
+    import_torchmetrics()
     from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
 
     return LearnedPerceptualImagePatchSimilarity(normalize=True)

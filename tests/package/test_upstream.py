@@ -339,3 +339,48 @@ def test_viser_icons_read_from_one_index_are_viser_s_own_bytes(monkeypatch):
     for name in names:
         indexed(name)
     assert len(opened) == before, "the tar's headers read again"
+
+
+def _fake_transformers(site, marker):
+    """A ``transformers`` 4.40 distribution in ``site`` whose import writes ``marker`` and then fails, as a
+    broken install does (torchmetrics imports it wherever transformers >= 4.4 is installed)."""
+    package = site / "transformers"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nraise ImportError('a broken transformers install')\n"
+    )
+    info = site / "transformers-4.40.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: transformers\nVersion: 4.40.0\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.slow  # fresh interpreters: torchmetrics is imported once per process
+def test_torchmetrics_is_imported_without_transformers(tmp_path):
+    """ns-eval's metrics import torchmetrics without transformers (seconds on the GPU machine), and so work with
+    a transformers that cannot be imported; torchmetrics' own import would import it (and fail)."""
+    import sys
+
+    marker = tmp_path / "transformers-imported"
+    env = _fake_transformers(tmp_path / "site", marker)
+    plain = subprocess.run([sys.executable, "-c", "import torchmetrics"], env=env, capture_output=True, text=True)
+    assert plain.returncode != 0 and "a broken transformers install" in plain.stderr  # the fake is what it seems
+    assert marker.exists()
+    marker.unlink()
+    ours = """
+import importlib.metadata, sys
+import lightning_utilities.core.imports as requirements
+from ns_splat_plus import upstream
+upstream.import_torchmetrics()
+from torchmetrics.functional.image import peak_signal_noise_ratio
+from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
+import torch
+print(float(peak_signal_noise_ratio(torch.zeros(1, 3, 4, 4), torch.full((1, 3, 4, 4), 0.5), data_range=1.0)))
+assert "transformers" not in sys.modules
+assert requirements._version is importlib.metadata.version  # the lookup is back as it was
+assert importlib.metadata.version("transformers") == "4.40.0"
+"""
+    proc = subprocess.run([sys.executable, "-c", ours], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert float(proc.stdout.split()[-1]) == pytest.approx(6.0206, abs=1e-3)  # 10 log10(1 / 0.25)
+    assert not marker.exists()
