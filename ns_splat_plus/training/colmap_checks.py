@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
-from ns_splat_plus.errors import SplatPlusError, UserInputError
+from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.training import sfm_points
 
 MAX_AUTO_RESOLUTION = 1600
@@ -76,9 +76,7 @@ def damaged_files_named(parser_config: Any) -> Iterator[None]:
     succeeds."""
     try:
         yield
-    except (SplatPlusError, KeyboardInterrupt):
-        raise
-    except Exception:
+    except Exception:  # a UserInputError is a SystemExit: it passes as it is
         from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 
         if isinstance(parser_config, ColmapDataParserConfig) and parser_config.data is not None:
