@@ -112,6 +112,7 @@ class SplatPlusPipeline(VanillaPipeline):
             train_peak_bytes=run_info.get("train_peak_memory_bytes")
         )
         report.memory["train_peak_from"] = "checkpoint" if run_info.get("train_peak_memory_bytes") else None
+        report.memory["metrics_limit_bytes"] = getattr(self.model, "eval_memory_limit_bytes", None)
         report.memory["eval_peak_during_training_bytes"] = run_info.get("eval_peak_memory_bytes_during_training")
         CONSOLE.print(f"Evaluated {evaluation.split_summary(report.split)}")
         results = report.ns_eval_results()

@@ -413,6 +413,28 @@ def test_ns_eval_reports_where_its_metrics_ran_and_says_so_when_not_whole(traine
     assert summary == "SSIM in row strips on the GPU for 1 of 3 images, LPIPS on the host for 3 of 3 images"
 
 
+def test_ns_eval_holds_its_metrics_to_the_training_peak_of_the_checkpoint_not_of_its_own_load(trained, monkeypatch):
+    """The limit SSIM and LPIPS are held to (strips or the host above it) is the training peak: under
+    ns-eval the checkpoint's, not the peak of this process, which has only loaded the model (a few MiB:
+    with it, every metric of a large image went to the host). In a training process, its own peak; after a
+    resume, the larger of the two. ns-eval's JSON records the limit used."""
+    pipeline = trained.pipeline
+    tracker = evaluation.memory_tracker(pipeline.device)  # off the GPU it counts nothing: its peak is set here
+    mib = 2**20
+    cases = {  # (this process's training peak, the checkpoint's): the limit
+        "ns-eval": ((1 * mib, 300 * mib), 300 * mib),
+        "in training": ((200 * mib, None), 200 * mib),
+        "resumed, above the checkpoint's": ((400 * mib, 300 * mib), 400 * mib),
+        "nothing known": ((None, None), None),
+    }
+    for label, ((own, saved), limit) in cases.items():
+        monkeypatch.setattr(tracker, "train_peak_bytes", own)
+        monkeypatch.setattr(pipeline, "run_info", {"train_peak_memory_bytes": saved} if saved else {}, raising=False)
+        results = pipeline.get_average_eval_image_metrics()  # as ns-eval calls it
+        assert results["memory"]["metrics_limit_bytes"] == limit, label
+        assert pipeline.model.eval_memory_limit_bytes == limit, label  # what image_metrics reads
+
+
 def test_lpips_is_built_at_the_first_evaluation_not_at_start_up(tmp_path, monkeypatch):
     """Set-up and training never build LPIPS (nor try AlexNet's download: offline, every rank waited for it
     to fail before step 0); the first evaluation that scores images builds it, once."""

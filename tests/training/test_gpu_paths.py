@@ -679,6 +679,8 @@ def test_ns_eval_and_ns_viewer_load_a_cuda_checkpoint(scene, tmp_path):
     assert math.isfinite(results["psnr"]) and results["psnr"] > 5.0, results["psnr"]
     assert results["memory"]["device"].startswith("cuda") and results["memory"]["eval_peak_bytes"] > 0
     assert results["memory"]["train_peak_bytes"] > 0  # recorded by the training run, read from the checkpoint
+    # the metrics' limit is that training peak, not the peak of ns-eval's own load (a few MiB)
+    assert results["memory"]["metrics_limit_bytes"] == results["memory"]["train_peak_bytes"], results["memory"]
 
     port = free_port()
     log = tmp_path / "ns-viewer.log"
