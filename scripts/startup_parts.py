@@ -24,16 +24,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-PARTS = (
-    "start_to_setup",
-    "dataset_parse",
-    "model_init",
-    "other_setup",
-    "image_decode",
-    "checks",
-    "warmup",
-    "first_step",
-)
+from ns_splat_plus.training import rank_record
+
+PARTS = tuple(name for name, _, _ in rank_record.PARTS)
 TARGETS = {"bytes": 0.3, "decode_cpu_seconds": 0.35, "decode_seconds": 0.35}
 """At W=4, a rank's value at most this fraction of W=1's (the issue's targets; decode: CPU and wall)."""
 

@@ -48,7 +48,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error, exit_with
 from ns_splat_plus.parallel import collectives, roll_call
 from ns_splat_plus.parallel.config import data_parallel_of
-from ns_splat_plus.training import console, outputs, run_plots
+from ns_splat_plus.training import console, outputs, rank_record, run_plots
 from ns_splat_plus.training.heap_at_exit import freeze_heap_at_exit
 from ns_splat_plus.training.images import thumbnails
 from ns_splat_plus.training.images.decode import PhotoReadError
@@ -74,6 +74,7 @@ def train_loop(trainer: TrainerLike) -> None:
         )
     pictures = thumbnails.viewer_dataset(datamanager, upstream.drawn_image_indices(trainer))
     upstream.init_viewer_state(trainer, pictures)  # the cameras' pictures from memory, or read on several threads
+    rank_record.mark_startup(trainer, "loop_ready")
     freeze_heap_at_exit()  # the process's exit after the run: about 1.5 s less of finalization
     stop = StopRequest()
     stop.install()

@@ -32,6 +32,7 @@ from ns_splat_plus.training import (
     dataset_checks,
     inputs,
     outputs,
+    rank_record,
     resume,
     run_dir,
     saved_config,
@@ -360,7 +361,9 @@ class SplatPlusTrainer(Trainer):
                         run_dir.discard_if_unused(self.base_dir, also=run_dir.SETUP_FILES)  # nothing trained
                         raise
             try:
+                rank_record.mark_startup(self, "warmup_start")
                 warmup.run_warmup(self)  # state-neutral: also when resuming
+                rank_record.mark_startup(self, "warmup_end")
             except PhotoReadError as err:  # streaming decodes a photo for the first time here
                 with exit_on_user_error(rank=0):  # printed by the rank that could not read it
                     raise UserInputError(

@@ -1,0 +1,48 @@
+"""The start-up record (``<run>/ranks/startup_rank0.json``, training/rank_record.py) splits the time before the
+first step into consecutive parts: the warmup, then the loop's set-up (the viewer's scene with its camera
+pictures), then the loop's start, each its own part, adding up to the process's time to its first step."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
+
+from ns_splat_plus import upstream
+from ns_splat_plus.training import rank_record, warmup
+
+VIEWER_SCENE_S = 0.4
+WARMUP_EXTRA_S = 0.25
+
+
+def test_the_warmup_and_the_viewers_scene_are_parts_of_their_own(tmp_path, monkeypatch):
+    """A CPU run with a warmup whose viewer scene takes VIEWER_SCENE_S (a stand-in for nerfstudio's
+    init_scene) and whose warmup takes WARMUP_EXTRA_S more than its steps: each lands in its own part."""
+    monkeypatch.setattr(upstream, "init_viewer_state", lambda trainer, dataset=None: time.sleep(VIEWER_SCENE_S))
+    real_warmup, warmup_seconds = warmup.run_warmup, []
+
+    def slower_warmup(trainer):
+        started = time.time()
+        real_warmup(trainer)
+        time.sleep(WARMUP_EXTRA_S)
+        warmup_seconds.append(time.time() - started)
+
+    monkeypatch.setattr(warmup, "run_warmup", slower_warmup)
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=2)
+    assert config.warmup_steps > 0
+    trainer = build_trainer(config)
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    record = json.loads((trainer.base_dir / "ranks" / "startup_rank0.json").read_text())
+    parts = record["parts_seconds"]
+    assert list(parts) == [name for name, _, _ in rank_record.PARTS], parts  # every part, in order
+    assert all(seconds >= 0 for seconds in parts.values()), parts
+    assert sum(parts.values()) == pytest.approx(record["seconds_to_first_step_end"], abs=1e-6)
+    (warmup_s,) = warmup_seconds
+    assert parts["warmup"] == pytest.approx(warmup_s, abs=0.05), (parts, warmup_s)
+    assert VIEWER_SCENE_S <= parts["loop_setup"] < VIEWER_SCENE_S + WARMUP_EXTRA_S, parts
+    assert parts["loop_start"] < WARMUP_EXTRA_S, parts
