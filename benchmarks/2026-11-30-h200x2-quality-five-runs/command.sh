@@ -27,3 +27,26 @@ H=benchmarks/2026-11-30-h200x2-quality-five-runs
 python scripts/benchmark.py --from-json $H/raw/dog_q5_results.json --reference splatfacto --out $H/plush-dog
 python scripts/benchmark.py --from-json $H/raw/fox_lite5_results.json --reference splat-plus-lite --out $H/fox-lite-d10
 python scripts/benchmark.py --from-json $H/raw/fox_sf23_results.json --reference splatfacto --out $H/fox-splatfacto-part-a
+
+# --- part b: 2026-11-30 from 08:24 UTC, another lease of the same kind, the same source tree (git archive a563601
+# without benchmarks/ -> /tmp/tree-s80; pip install --no-index --no-deps --no-build-isolation --no-compile
+# --target /tmp/site-old /tmp/tree-s80; ns-splat-plus-source f244d471b1db). Job logs: joblogs/lane*.log.
+cd /tmp/tree-s80 && export PYTHONPATH=/tmp/tree-s80/splatbench:/tmp/site-old:/tmp/site
+# 3) GPU 0: repeats 4-5, both at once
+CUDA_VISIBLE_DEVICES=0 python3 scripts/benchmark.py --methods splatfacto --reference splatfacto --repeats 2 --first-repeat 4 \
+  --steps 30000 --concurrent-quality --seed-per-repeat --no-prebuild --timeout 1650 --scene-args "$FOX" --scene-name fox \
+  --out /tmp/res/sf45  # -> raw/fox_sf45_results.json
+# 4) GPU 1, at the same time: repeat 6 alone, timed (its lane exported TORCH_HOME=/tmp/torch-home, stand-in weights)
+CUDA_VISIBLE_DEVICES=1 python3 scripts/benchmark.py --methods splatfacto --reference splatfacto --repeats 1 --first-repeat 6 \
+  --steps 30000 --seed-per-repeat --no-prebuild --timeout 1650 --scene-args "$FOX" --scene-name fox \
+  --out /tmp/res/sf6  # -> raw/fox_sf6_as_run.json (ns-eval failed: weights_only)
+# 5) repeat 6's evaluation again, by hand, as the benchmark runs it for baselines
+C=/tmp/res/sf6/runs/splatfacto-1gpu-r6/fox/splatfacto/bench/config.yml
+CUDA_VISIBLE_DEVICES=0 TORCH_HOME=/tmp/res/sf45/lpips-standin TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONSAFEPATH=1 \
+  NS_SPLAT_PLUS_BENCH_OUT=/tmp/res/sf6/reeval_r6_probe.json python3 -m splatbench.probe eval --load-config $C \
+  --output-path /tmp/res/sf6/reeval_r6.json  # -> raw/fox_sf6_reeval.json, raw/fox_sf6_reeval_probe.json
+# the record and the report (here, on the development machine, from the repository root)
+PYTHONPATH=splatbench python $H/raw/fill_r6_eval.py  # -> raw/fox_sf6_results.json
+python scripts/benchmark.py --from-json $H/raw/fox_sf23_results.json $H/raw/fox_sf45_results.json \
+  $H/raw/fox_sf6_results.json $H/raw/fox_lite5_results.json --methods splatfacto splat-plus-lite --reference splatfacto \
+  --out $H/fox
