@@ -168,3 +168,38 @@ def test_the_one_commit_table_is_the_benchmarks_timed_runs():
         assert cells[5] == f"{run['train_peak_gib']:.2f} GiB", (cells[5], run["train_peak_gib"])
     commit = (ONE_COMMIT_BENCHMARK / "raw" / "commit.txt").read_text().strip()
     assert f"(`{commit[:7]}`)" in _subsection(ONE_COMMIT_HEADING), "the subsection names another commit"
+
+
+FIVE_RUNS_BENCHMARK = REPO / "benchmarks" / "2026-11-30-h200x2-quality-five-runs"
+FIVE_RUNS = {
+    "fox": FIVE_RUNS_BENCHMARK / "fox" / "results.json",
+    "plush-dog": FIVE_RUNS_BENCHMARK / "plush-dog" / "results.json",
+}
+
+
+def test_the_five_run_lite_against_splatfacto_table_is_the_benchmark():
+    """The table of splat-plus-lite against splatfacto, 5 runs against 5 at one commit: each cell from the reports."""
+    rows = {}
+    for line in _subsection(ONE_COMMIT_HEADING).splitlines():
+        cells = _cells(line)
+        if len(cells) == 5 and cells[0] in FIVE_RUNS:
+            rows[cells[0]] = cells
+    assert sorted(rows) == sorted(FIVE_RUNS), rows
+    for scene, path in FIVE_RUNS.items():
+        report = json.loads(path.read_text())
+        summary = {e["method"]: e["metrics"] for e in report["summary"] if e["num_gpus"] == 1}
+        lite, reference = summary["splat-plus-lite"], summary["splatfacto"]
+        assert lite["psnr"]["n"] == reference["psnr"]["n"] == 5, scene
+        sources = {r["environment"]["ns-splat-plus-source"] for r in report["runs"]}
+        assert len(sources) == 1, f"{scene}: runs of different source trees pooled: {sources}"
+        cells = rows[scene]
+        for column, metric, unit, digits in ((1, "psnr", " dB", 2), (2, "ssim", "", 4)):
+            interval = welch_interval(reference[metric], lite[metric], confidence=0.90)
+            shown = f"{interval['diff']:+.{digits}f} ± {interval['half_width']:.{digits}f}{unit}".replace("-", "−")
+            assert cells[column] == shown, (scene, cells[column], shown)
+        gaussians = [m["num_gaussians"]["mean"] for m in (lite, reference)]
+        expected = f"{gaussians[0] / 1000:.0f}k against {gaussians[1] / 1000:.0f}k ({gaussians[0] / gaussians[1]:.3f}x)"
+        assert cells[3] == expected, (scene, cells[3], expected)
+        peaks = [m["train_peak_gib"]["mean"] for m in (lite, reference)]
+        expected = f"{peaks[0]:.2f} against {peaks[1]:.2f} GiB ({peaks[0] / peaks[1]:.3f}x)"
+        assert cells[4] == expected, (scene, cells[4], expected)
