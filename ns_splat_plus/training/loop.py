@@ -72,6 +72,7 @@ def train_loop(trainer: TrainerLike) -> None:
         cast(FullImageDatamanager, datamanager).train_dataparser_outputs.save_dataparser_transform(
             trainer.base_dir / "dataparser_transforms.json"
         )
+    rank_record.mark_startup(trainer, "viewer_scene_start")
     pictures = thumbnails.viewer_dataset(datamanager, upstream.drawn_image_indices(trainer))
     upstream.init_viewer_state(trainer, pictures)  # the cameras' pictures from memory, or read on several threads
     rank_record.mark_startup(trainer, "loop_ready")

@@ -2,7 +2,7 @@
 
 What each rank spent from process start to the end of its first training step, in parts (start-up
 to set-up: imports, CLI, process group; dataset parsing; model; the rest of set-up; image decoding;
-checks; warmup; the loop's set-up, the viewer's scene included; the first step), the images it holds (count, bytes, decoding seconds: see
+checks; warmup; the loop's set-up; the viewer's scene; the first step), the images it holds (count, bytes, decoding seconds: see
 ``SplatPlusDataManager.image_record``), its resident memory, and the eval images it scored per
 evaluation. Written after the first step and after each all-images evaluation; read by
 ``scripts/startup_parts.py``.
@@ -27,8 +27,8 @@ PARTS = (
     ("image_decode", "decode_start", "decode_end"),
     ("checks", "decode_end", "warmup_start"),
     ("warmup", "warmup_start", "warmup_end"),
-    # the CUDA-graph set-up, dataparser_transforms.json, and the viewer's scene with its camera pictures
-    ("loop_setup", "warmup_end", "loop_ready"),
+    ("loop_setup", "warmup_end", "viewer_scene_start"),  # the CUDA graph's set-up, dataparser_transforms.json
+    ("viewer_scene", "viewer_scene_start", "loop_ready"),  # the viewer's scene with its camera pictures
     ("loop_start", "loop_ready", "first_step_start"),  # --start-paused waits here
     ("first_step", "first_step_start", "first_step_end"),
 )
