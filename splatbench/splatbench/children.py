@@ -148,9 +148,12 @@ def child_env(
     env = dict(os.environ)
     if standin_home is not None:
         env["TORCH_HOME"] = str(standin_home)
-    if standin_home is not None and not method.startswith("splat-plus"):
-        # the baseline methods' checkpoints hold numpy scalars that torch >= 2.6 refuses to load
-        # by default (nerfstudio #3683); splat-plus's own checkpoints never need this
+    if method.startswith("splat-plus"):
+        # splat-plus's own checkpoints load with weights_only: measured as users run it, whatever this shell says
+        env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
+    elif method or standin_home is not None:
+        # the baseline methods' checkpoints hold numpy scalars that torch >= 2.6 refuses to load by default
+        # (nerfstudio #3683), whether or not their LPIPS weights are stand-ins
         env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
     for name in OPTION_ENVS:  # the benchmark's settings decide, not what this shell happens to export
         env.pop(name, None)

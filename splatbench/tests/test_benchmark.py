@@ -869,6 +869,20 @@ def test_probe_options_travel_through_the_environment(tmp_path, monkeypatch):
     assert GPU_BUSY_STEPS_ENV not in children.child_env(BenchmarkSettings(device_type="cpu"), 1, tmp_path / "p.json")
 
 
+def test_baselines_load_their_checkpoints_without_weights_only_and_splat_plus_with_it(tmp_path, monkeypatch):
+    """splatfacto's checkpoints need TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD on torch >= 2.6 (nerfstudio #3683), also where
+    real LPIPS weights are found in $TORCH_HOME (no stand-in); splat-plus's never get it, even from the shell."""
+    settings = BenchmarkSettings(device_type="cpu")
+    monkeypatch.delenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", raising=False)
+    for standin in (None, tmp_path / "standin"):
+        env = children.child_env(settings, 1, tmp_path / "probe.json", standin, method="splatfacto")
+        assert env.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD") == "1", standin
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    for standin in (None, tmp_path / "standin"):
+        env = children.child_env(settings, 1, tmp_path / "probe.json", standin, method="splat-plus-lite")
+        assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in env, standin
+
+
 def _eval_memory_probe_env(tmp_path, monkeypatch):
     """The environment scripts/measure_eval_memory.py (splatbench.eval_memory) gives its train probe (captured, not run)."""
     from splatbench import eval_memory
