@@ -73,8 +73,9 @@ def train_loop(trainer: TrainerLike) -> None:
             trainer.base_dir / "dataparser_transforms.json"
         )
     rank_record.mark_startup(trainer, "viewer_scene_start")
-    pictures = thumbnails.viewer_dataset(datamanager, upstream.drawn_image_indices(trainer))
-    upstream.init_viewer_state(trainer, pictures)  # the cameras' pictures from memory, or read on several threads
+    pictures = thumbnails.viewer_dataset(datamanager, upstream.drawn_image_indices(trainer))  # made on several threads
+    with thumbnails.one_torch_thread(enabled=pictures is not None):  # small pictures: more threads only wait
+        upstream.init_viewer_state(trainer, pictures)
     rank_record.mark_startup(trainer, "loop_ready")
     freeze_heap_at_exit()  # the process's exit after the run: about 1.5 s less of finalization
     stop = StopRequest()

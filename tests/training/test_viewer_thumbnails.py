@@ -56,6 +56,11 @@ def _drawn(dataset):
     return state.viser_server.scene.pictures
 
 
+def _name(idx: int) -> str:
+    """The viser name init_scene gives camera ``idx``'s picture."""
+    return f"/cameras/camera_{idx:05d}"
+
+
 def _count_reads(dataset, monkeypatch):
     reads = []
     real = dataset.get_data
@@ -68,7 +73,8 @@ def test_pictures_from_memory_are_nerfstudios_and_read_no_held_photo(trainer, mo
     store = datamanager.cached_train
     assert isinstance(store, HostImageStore)
     dataset = datamanager.train_dataset
-    theirs = _drawn(dataset)  # nerfstudio's: each photo decoded again from its file
+    with thumbnails.one_torch_thread():  # ours are made at one torch thread (see the module's docstring)
+        theirs = _drawn(dataset)  # nerfstudio's: each photo decoded again from its file
     reads = _count_reads(dataset, monkeypatch)
     from_memory = thumbnails.viewer_dataset(datamanager, list(range(len(dataset))))
     assert isinstance(from_memory, thumbnails.ThumbnailDataset)
@@ -84,12 +90,14 @@ def test_pictures_from_memory_are_nerfstudios_and_read_no_held_photo(trainer, mo
 @pytest.mark.parametrize("held_here", [(0, 2), None], ids=["a rank's shard", "streamed"])
 def test_photos_not_held_here_are_read_on_several_threads_with_nerfstudios_bytes(trainer, monkeypatch, held_here):
     """Photos another rank holds, or a streamed store's, are read by the dataset as nerfstudio reads them, but
-    on the picture threads, started when the dataset is made, and only those init_scene draws."""
+    on the picture threads, when the dataset is made, and only those init_scene draws."""
     import threading
 
     datamanager = trainer.pipeline.datamanager
     dataset = datamanager.train_dataset
-    theirs = _drawn(dataset)
+    with thumbnails.one_torch_thread():
+        theirs = _drawn(dataset)
+    theirs[_name(len(dataset) - 1)] = _drawn(dataset)[_name(len(dataset) - 1)]  # not drawn: nerfstudio's, as it is
     held = None if held_here is None else HostImageStore({i: datamanager.cached_train[i] for i in held_here})
     threads = []
     real = dataset.get_data
@@ -108,6 +116,33 @@ def test_photos_not_held_here_are_read_on_several_threads_with_nerfstudios_bytes
     assert [idx for idx, name in threads if not name.startswith("splat-plus-pictures")] == [drawn[-1]]
 
 
+def test_pictures_are_made_at_one_torch_thread_on_the_picture_threads(trainer, monkeypatch):
+    """Each picture's resize runs with torch at one thread, on the picture threads (torch's own threads wait on
+    each other where other processes keep the cores busy: 2.5 s against 0.2 s for fox's 58 photos under a
+    2-process load on 2 cores), and the process's thread count is back after."""
+    import threading
+
+    datamanager = trainer.pipeline.datamanager
+    seen = []
+    real = thumbnails.thumbnail_bytes
+    monkeypatch.setattr(
+        thumbnails,
+        "thumbnail_bytes",
+        lambda image: seen.append((torch.get_num_threads(), threading.current_thread().name)) or real(image),
+    )
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        drawn = list(range(len(datamanager.train_dataset)))
+        pictures = thumbnails.viewer_dataset(datamanager, drawn)
+        assert torch.get_num_threads() == 2  # restored
+    finally:
+        torch.set_num_threads(saved)
+    assert len(seen) == len(drawn) > 1
+    assert all(count == 1 and name.startswith("splat-plus-pictures") for count, name in seen), seen
+    assert all(pictures[i]["image"].dtype == torch.float32 for i in drawn)  # made before init_scene asks
+
+
 def test_the_picture_holds_the_shrunk_photos_bytes_whether_held_as_uint8_or_float():
     """Every byte value survives init_scene's ``(x * 255).type(torch.uint8)``, and a store holding float photos
     gives the same picture as one holding uint8."""
@@ -123,10 +158,16 @@ def test_the_picture_holds_the_shrunk_photos_bytes_whether_held_as_uint8_or_floa
 
 
 def test_the_training_loop_draws_the_pictures_from_memory(tmp_path, monkeypatch):
-    """The loop's set-up hands init_scene the pictures from memory for the cameras the viewer draws; without
-    the viewer, or without splat-plus's store (nerfstudio's list of images), nerfstudio's own path."""
-    given = []
-    monkeypatch.setattr(upstream, "init_viewer_state", lambda trainer, dataset=None: given.append(dataset))
+    """The loop's set-up hands init_scene the pictures from memory for the cameras the viewer draws, and runs it at
+    one torch thread (its work on each picture is a few small tensor operations, which torch's threads only slow
+    where other processes keep the cores busy); without the viewer, or without splat-plus's store (nerfstudio's
+    list of images), nerfstudio's own path."""
+    given, threads = [], []
+    monkeypatch.setattr(
+        upstream,
+        "init_viewer_state",
+        lambda trainer, dataset=None: given.append(dataset) or threads.append(torch.get_num_threads()),
+    )
     # the viewer's choice of cameras (its server is not started here: the test trains with tensorboard)
     monkeypatch.setattr(
         upstream, "drawn_image_indices", lambda t: list(range(len(t.pipeline.datamanager.train_dataset)))
@@ -134,11 +175,16 @@ def test_the_training_loop_draws_the_pictures_from_memory(tmp_path, monkeypatch)
     config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=1)
     config.warmup_steps = 0
     trainer = build_trainer(config)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
     try:
         trainer.train()
+        assert torch.get_num_threads() == 2  # restored after init_scene
     finally:
+        torch.set_num_threads(saved)
         close_writers()
     assert len(given) == 1 and isinstance(given[0], thumbnails.ThumbnailDataset), given
+    assert threads == [1]
     assert given[0].dataset is trainer.pipeline.datamanager.train_dataset
     datamanager = trainer.pipeline.datamanager
     assert thumbnails.viewer_dataset(datamanager, []) is None  # no viewer: nothing drawn, nothing read

@@ -9,17 +9,27 @@ an H200 machine the stretch took 4.5-4.8 s (``benchmarks/2026-11-30-h200x2-eval-
 
 The photos this rank holds in host memory are decoded already (:class:`~.stores.HostImageStore`), so
 :class:`ThumbnailDataset` gives ``init_scene`` each one shrunk as it shrinks them (torchvision's ``resize`` to 100
-pixels, ``antialias=None``). These are the same bytes. For a camera with lens distortion the picture is the
-undistorted photo that training uses, whose intrinsics the viewer draws with (nerfstudio's is the distorted
-file). Photos held elsewhere (another rank's shard, or a streamed store, whose buffer the viewer must not churn)
-are read as nerfstudio reads them, but on several threads at once rather than one after the other, and shrunk
-there: with streaming (thousands of photos) init_scene read up to 512 of them in turn.
+pixels, ``antialias=None``). For a camera with lens distortion the picture is the undistorted photo that training
+uses, whose intrinsics the viewer draws with (nerfstudio's is the distorted file). Photos held elsewhere (another
+rank's shard, or a streamed store, whose buffer the viewer must not churn) are read as nerfstudio reads them:
+with streaming (thousands of photos) init_scene read up to 512 of them in turn.
+
+All pictures are made before ``init_scene`` asks for them, on several threads, each resize with torch at one
+thread (:func:`one_torch_thread`), and ``init_scene`` runs at one torch thread too (the training loop's set-up):
+its own work on each picture is a few small tensor operations. torch's resize of a photo runs on all the cores by default, and where other
+processes keep the cores busy its threads wait on each other: 58 fox photos took 2.5-3.0 s under a 2-process CPU
+load on the 2-core development machine, against 0.15-0.44 s on 2 threads of one torch thread each (0.06-0.2 s
+both, idle). Between the warmup and step 0 on a busy H200 machine that stretch took 3.4-4.1 s, against 0.18 s
+on the idle one (``benchmarks/2026-11-30-h200x2-lite-default-start-up-end-and-ns-eval``). The bytes are those of
+nerfstudio's ``init_scene`` at one torch thread: torch's antialiased resize of uint8 rounds some pixels 1/255
+differently with several threads, so nerfstudio's own pictures differ by as much between machines.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Dict, Optional, Sequence
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, Iterator, Optional, Sequence
 
 import torch
 
@@ -30,53 +40,74 @@ THUMBNAIL_PIXELS = 100
 """The shorter side of a camera's picture: ``init_scene``'s ``resize(image, 100)``."""
 
 
-def thumbnail(image: torch.Tensor) -> torch.Tensor:
-    """The camera picture ``init_scene`` makes of a photo, from the photo as the store holds it.
+def thumbnail_bytes(image: torch.Tensor) -> torch.Tensor:
+    """The camera picture ``init_scene`` makes of a photo, as bytes, from the photo as the store holds it.
 
     Args:
         image: [H, W, C] uint8 (0-255), or float in [0, 1].
 
     Returns:
-        [h, w, C] float32 in [0, 1], with min(h, w) = :data:`THUMBNAIL_PIXELS`: ``init_scene`` turns it into
-        uint8 with ``(x * 255).type(torch.uint8)``, which gives back exactly the bytes of the shrunk uint8 photo
-        (float32's k / 255 * 255 is k for every byte k).
+        [h, w, C] uint8, with min(h, w) = :data:`THUMBNAIL_PIXELS`.
     """
     import torchvision.transforms.functional as TF
 
     uint8 = image if image.dtype == torch.uint8 else (image * 255).type(torch.uint8)  # init_scene's own cast
-    small = TF.resize(uint8.permute(2, 0, 1), THUMBNAIL_PIXELS, antialias=None).permute(1, 2, 0)
-    return small.float() / 255.0
+    return TF.resize(uint8.permute(2, 0, 1), THUMBNAIL_PIXELS, antialias=None).permute(1, 2, 0)
+
+
+def thumbnail(image: torch.Tensor) -> torch.Tensor:
+    """:func:`thumbnail_bytes` as the [h, w, C] float32 in [0, 1] that ``init_scene`` reads: it turns it back into
+    uint8 with ``(x * 255).type(torch.uint8)``, which gives exactly those bytes (float32's k / 255 * 255 is k for
+    every byte k)."""
+    return thumbnail_bytes(image).float() / 255.0
+
+
+@contextlib.contextmanager
+def one_torch_thread(enabled: bool = True) -> Iterator[None]:
+    """torch's CPU operations at one thread each (threads started inside take it too), where ``enabled``; the count
+    restored after."""
+    if not enabled:
+        yield
+        return
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 class ThumbnailDataset:
     """What ``init_scene`` reads of the train dataset (its length, ``cameras`` and ``[i]["image"]``), with the
-    pictures of held photos made from memory (:func:`thumbnail`) and those of the other ``drawn`` photos read
-    by the dataset on ``workers`` threads, started at construction."""
+    pictures of the ``drawn`` photos made at construction on ``workers`` threads: those of held photos from
+    memory (:func:`thumbnail`), the others read by the dataset."""
 
     def __init__(self, dataset: Any, held: Optional[HostImageStore], drawn: Sequence[int], workers: int) -> None:
         self.dataset = dataset
         self.held = held
         self.cameras = dataset.cameras
-        to_read = [i for i in drawn if held is None or not held.ready(i)]
-        self._read: Dict[int, Future] = {}
-        if to_read:
-            pool = ThreadPoolExecutor(
-                max_workers=max(1, min(workers, len(to_read))), thread_name_prefix="splat-plus-pictures"
-            )
-            self._read = {i: pool.submit(self._picture_from_file, i) for i in to_read}
-            pool.shutdown(wait=False)  # its threads end with the last picture
+        self._pictures: Dict[int, torch.Tensor] = {}
+        if drawn:
+            with (
+                one_torch_thread(),
+                ThreadPoolExecutor(
+                    max_workers=max(1, min(workers, len(drawn))), thread_name_prefix="splat-plus-pictures"
+                ) as pool,
+            ):
+                self._pictures = dict(zip(drawn, pool.map(self._picture, drawn)))
 
-    def _picture_from_file(self, idx: int) -> torch.Tensor:
-        return thumbnail(self.dataset[idx]["image"])
+    def _picture(self, idx: int) -> torch.Tensor:
+        """Kept as bytes until init_scene asks (up to 512 pictures: 27 MB, against 109 MB as float32)."""
+        if self.held is not None and self.held.ready(idx):
+            return thumbnail_bytes(self.held[idx]["image"])
+        return thumbnail_bytes(self.dataset[idx]["image"])
 
     def __len__(self) -> int:
         return len(self.dataset)
 
     def __getitem__(self, idx: int) -> Dict[str, torch.Tensor]:
-        if idx in self._read:
-            return {"image": self._read.pop(idx).result()}
-        if self.held is not None and self.held.ready(idx):
-            return {"image": thumbnail(self.held[idx]["image"])}
+        if idx in self._pictures:
+            return {"image": self._pictures.pop(idx).float() / 255.0}
         return self.dataset[idx]
 
 
