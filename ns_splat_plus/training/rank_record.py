@@ -2,9 +2,9 @@
 
 What each rank spent from process start to the end of its first training step, in parts (start-up
 to set-up: imports, CLI, process group; dataset parsing; model; the rest of set-up; image decoding;
-checks; warmup; the loop's set-up; the viewer's scene; the first step), the images it holds (count, bytes, decoding seconds: see
-``SplatPlusDataManager.image_record``), its resident memory, and the eval images it scored per
-evaluation. Written after the first step and after each all-images evaluation; read by
+checks; warmup; the loop's set-up; the viewer's scene; the first step), the images it holds (count,
+bytes, decoding seconds: see ``SplatPlusDataManager.image_record``), its resident memory, and the eval
+images it scored per evaluation. Written after the first step and after each all-images evaluation; read by
 ``scripts/startup_parts.py``.
 """
 

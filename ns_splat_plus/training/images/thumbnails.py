@@ -16,13 +16,14 @@ with streaming (thousands of photos) init_scene read up to 512 of them in turn.
 
 All pictures are made before ``init_scene`` asks for them, on several threads, each resize with torch at one
 thread (:func:`one_torch_thread`), and ``init_scene`` runs at one torch thread too (the training loop's set-up):
-its own work on each picture is a few small tensor operations. torch's resize of a photo runs on all the cores by default, and where other
-processes keep the cores busy its threads wait on each other: 58 fox photos took 2.5-3.0 s under a 2-process CPU
-load on the 2-core development machine, against 0.15-0.44 s on 2 threads of one torch thread each (0.06-0.2 s
-both, idle). Between the warmup and step 0 on a busy H200 machine that stretch took 3.4-4.1 s, against 0.18 s
-on the idle one (``benchmarks/2026-11-30-h200x2-lite-default-start-up-end-and-ns-eval``). The bytes are those of
-nerfstudio's ``init_scene`` at one torch thread: torch's antialiased resize of uint8 rounds some pixels 1/255
-differently with several threads, so nerfstudio's own pictures differ by as much between machines.
+its own work on each picture is a few small tensor operations. By default torch runs each of them on all the
+cores, and where other processes keep the cores busy its threads wait on each other: 58 fox photos took 2.5-3.0 s
+under a 2-process CPU load on the 2-core development machine, against 0.15-0.44 s on 2 threads of one torch
+thread each (0.06-0.2 s both, idle). On a busy H200 machine the stretch between the warmup and step 0 took
+3.4-4.1 s, against 0.18 s on the idle one (``benchmarks/2026-11-30-h200x2-lite-default-start-up-end-and-ns-eval``).
+The bytes are those of nerfstudio's ``init_scene`` at one torch thread: torch's antialiased resize of uint8 rounds
+some pixels 1/255 differently with several threads, so nerfstudio's own pictures differ by as much between
+machines.
 """
 
 from __future__ import annotations
