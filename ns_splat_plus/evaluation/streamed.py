@@ -52,14 +52,13 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _limit_to_training_peak(pipeline, tracker) -> Optional[int]:
+def _limit_to_training_peak(pipeline, tracker) -> None:
     """The device memory evaluation may use, for the model's metrics (row strips, or the host, above
     it): the training peak, the larger of this process's (``tracker``) and the one the loaded
     checkpoint recorded. Under ns-eval this process has not trained: its peak is only the load's."""
     saved = (getattr(pipeline, "run_info", None) or {}).get("train_peak_memory_bytes")
     peaks = [int(peak) for peak in (tracker.train_peak_bytes, saved) if peak]
     pipeline.model.eval_memory_limit_bytes = max(peaks) if peaks else None
-    return pipeline.model.eval_memory_limit_bytes
 
 
 def _computed_on(model) -> Dict[str, Any]:

@@ -34,6 +34,7 @@ Differences from nerfstudio's loop, and why:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import cast
 
@@ -74,7 +75,8 @@ def train_loop(trainer: TrainerLike) -> None:
         )
     rank_record.mark_startup(trainer, "viewer_scene_start")
     pictures = thumbnails.viewer_dataset(datamanager, upstream.drawn_image_indices(trainer))  # made on several threads
-    with thumbnails.one_torch_thread(enabled=pictures is not None):  # small pictures: more threads only wait
+    # small pictures: more torch threads only wait on each other
+    with thumbnails.one_torch_thread() if pictures is not None else contextlib.nullcontext():
         upstream.init_viewer_state(trainer, pictures)
     rank_record.mark_startup(trainer, "loop_ready")
     freeze_heap_at_exit()  # the process's exit after the run: about 1.5 s less of finalization

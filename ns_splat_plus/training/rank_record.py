@@ -96,9 +96,8 @@ class StartupRecorder:
         return in_warmup(self.trainer)
 
     def _before_step(self, step: int) -> None:
-        if "first_step_start" in self.marks:
+        if "first_step_start" in self.marks:  # warmup_start / warmup_end: marked by the trainer around the warmup
             return
-        self.mark("warmup_start")  # the first step of warmup (or the first step, without warmup)
         if not self._in_warmup():
             self.mark("first_step_start")
 

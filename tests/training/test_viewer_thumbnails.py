@@ -140,19 +140,22 @@ def test_pictures_are_made_at_one_torch_thread_on_the_picture_threads(trainer, m
         torch.set_num_threads(saved)
     assert len(seen) == len(drawn) > 1
     assert all(count == 1 and name.startswith("splat-plus-pictures") for count, name in seen), seen
-    assert all(pictures[i]["image"].dtype == torch.float32 for i in drawn)  # made before init_scene asks
+    # the pictures themselves, not the dataset's photos (the test scene's are smaller than a picture)
+    assert all(min(pictures[i]["image"].shape[:2]) == thumbnails.THUMBNAIL_PIXELS for i in drawn)
 
 
 def test_the_picture_holds_the_shrunk_photos_bytes_whether_held_as_uint8_or_float():
-    """Every byte value survives init_scene's ``(x * 255).type(torch.uint8)``, and a store holding float photos
-    gives the same picture as one holding uint8."""
+    """Every byte value survives init_scene's ``(x * 255).type(torch.uint8)`` of the picture it is given, and a
+    store holding float photos gives the same picture as one holding uint8."""
     import torchvision.transforms.functional as TF
 
     photo = torch.arange(256, dtype=torch.uint8).repeat(120, 1)[:, :, None].expand(-1, -1, 3).contiguous()
     shrunk = TF.resize(photo.permute(2, 0, 1), thumbnails.THUMBNAIL_PIXELS, antialias=None).permute(1, 2, 0)
     as_nerfstudio_decodes = torch.from_numpy(photo.numpy().astype("float32") / 255.0)
+    dataset = type("Dataset", (), {"cameras": None, "__len__": lambda self: 1})()
     for held in (photo, as_nerfstudio_decodes):
-        picture = (thumbnails.thumbnail(held) * 255).type(torch.uint8)
+        pictures = thumbnails.ThumbnailDataset(dataset, HostImageStore({0: {"image": held}}), [0], workers=1)
+        picture = (pictures[0]["image"] * 255).type(torch.uint8)
         assert picture.shape == (100, 213, 3)
         assert torch.equal(picture, shrunk)
 

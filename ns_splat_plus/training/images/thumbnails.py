@@ -56,20 +56,9 @@ def thumbnail_bytes(image: torch.Tensor) -> torch.Tensor:
     return TF.resize(uint8.permute(2, 0, 1), THUMBNAIL_PIXELS, antialias=None).permute(1, 2, 0)
 
 
-def thumbnail(image: torch.Tensor) -> torch.Tensor:
-    """:func:`thumbnail_bytes` as the [h, w, C] float32 in [0, 1] that ``init_scene`` reads: it turns it back into
-    uint8 with ``(x * 255).type(torch.uint8)``, which gives exactly those bytes (float32's k / 255 * 255 is k for
-    every byte k)."""
-    return thumbnail_bytes(image).float() / 255.0
-
-
 @contextlib.contextmanager
-def one_torch_thread(enabled: bool = True) -> Iterator[None]:
-    """torch's CPU operations at one thread each (threads started inside take it too), where ``enabled``; the count
-    restored after."""
-    if not enabled:
-        yield
-        return
+def one_torch_thread() -> Iterator[None]:
+    """torch's CPU operations at one thread each (threads started inside take it too); the count restored after."""
     saved = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -80,8 +69,8 @@ def one_torch_thread(enabled: bool = True) -> Iterator[None]:
 
 class ThumbnailDataset:
     """What ``init_scene`` reads of the train dataset (its length, ``cameras`` and ``[i]["image"]``), with the
-    pictures of the ``drawn`` photos made at construction on ``workers`` threads: those of held photos from
-    memory (:func:`thumbnail`), the others read by the dataset."""
+    pictures of the ``drawn`` photos made at construction on ``workers`` threads (:func:`thumbnail_bytes`): those
+    of held photos from memory, the others read by the dataset."""
 
     def __init__(self, dataset: Any, held: Optional[HostImageStore], drawn: Sequence[int], workers: int) -> None:
         self.dataset = dataset
@@ -108,6 +97,8 @@ class ThumbnailDataset:
 
     def __getitem__(self, idx: int) -> Dict[str, torch.Tensor]:
         if idx in self._pictures:
+            # float32 in [0, 1], as init_scene reads photos: its (x * 255).type(torch.uint8) gives back exactly
+            # these bytes (float32's k / 255 * 255 is k for every byte k)
             return {"image": self._pictures.pop(idx).float() / 255.0}
         return self.dataset[idx]
 
