@@ -1,8 +1,9 @@
 """Per-rank start-up record: ``<run>/ranks/startup_rank<r>.json`` (:class:`StartupRecorder`).
 
-What each rank spent from process start to the end of its first training step, in parts (start-up
-to set-up: imports, CLI, process group; dataset parsing; model; the rest of set-up; image decoding;
-checks; warmup; the loop's set-up; the viewer's scene; the first step), the images it holds (count,
+What each rank spent from process start to the end of its first training step, in parts (imports up to
+the plugin's; the command line; the device and process group; nerfstudio's trainer set-up; dataset parsing;
+model; the rest of set-up; image decoding; checks; warmup; the loop's set-up; the viewer's scene; the first
+step), the images it holds (count,
 bytes, decoding seconds: see ``SplatPlusDataManager.image_record``), its resident memory, and the eval
 images it scored per evaluation. Written after the first step and after each all-images evaluation; read by
 ``scripts/startup_parts.py``.
@@ -20,7 +21,10 @@ from ns_splat_plus.training.warmup import in_warmup
 from ns_splat_plus.upstream import TrainerLike
 
 PARTS = (
-    ("start_to_setup", "process_start", "dataset_parse_start"),
+    ("imports", "process_start", "plugin_imported"),  # python, torch, nerfstudio: up to its plugin discovery
+    ("command_line", "plugin_imported", "trainer_init"),  # nerfstudio's method list, tyro, the config printed and saved
+    ("device", "trainer_init", "device_ready"),  # this rank's device (the CUDA context) and process group
+    ("trainer_setup", "device_ready", "dataset_parse_start"),  # nerfstudio's Trainer, up to the dataparser
     ("dataset_parse", "dataset_parse_start", "dataset_parse_end"),
     ("model_init", "dataset_parse_end", "model_built"),
     ("other_setup", "model_built", "decode_start"),
@@ -35,11 +39,12 @@ PARTS = (
 """(part, from mark, to mark): consecutive, so the parts add up to process start -> first step end."""
 
 
-def mark_startup(trainer: TrainerLike, name: str) -> None:
-    """Mark ``name`` (now) in the start-up record of ``trainer``'s pipeline, where it keeps one."""
+def mark_startup(trainer: TrainerLike, name: str, at: Optional[float] = None) -> None:
+    """Mark ``name`` at ``at`` (wall clock; default now) in the start-up record of ``trainer``'s pipeline,
+    where it keeps one: marks taken before the pipeline existed are passed with their time."""
     recorder = getattr(trainer.pipeline, "startup", None)
     if isinstance(recorder, StartupRecorder):
-        recorder.mark(name)
+        recorder.mark(name, at)
 
 
 def _process_start() -> Optional[float]:
@@ -79,8 +84,8 @@ class StartupRecorder:
         self.memory_at_first_step: Optional[Dict[str, Optional[int]]] = None
         self.trainer: Optional[TrainerLike] = None
 
-    def mark(self, name: str) -> None:
-        self.marks.setdefault(name, time.time())
+    def mark(self, name: str, at: Optional[float] = None) -> None:
+        self.marks.setdefault(name, time.time() if at is None else at)
 
     def callbacks(self, trainer: TrainerLike) -> list:
         from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation

@@ -22,6 +22,7 @@ from nerfstudio.utils.decorators import check_eval_enabled
 from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.rich_utils import CONSOLE
 
+import ns_splat_plus
 from ns_splat_plus import evaluation, strategy, upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import DataParallelConfig, RankMonitor, SplatPlusMachineConfig, collectives, roll_call
@@ -222,9 +223,12 @@ class SplatPlusTrainer(Trainer):
         # from the process group (nerfstudio never calls torch.cuda.set_device)
         global _TRAINING_PROCESS
         _TRAINING_PROCESS = True  # also in spawned ranks, which never call set_timestamp
+        # the start-up record's marks before the pipeline (which keeps the record) exists; passed on in setup
+        self.early_startup_marks = {"plugin_imported": ns_splat_plus.IMPORTED_AT, "trainer_init": time.time()}
         with uncaught.interrupted_before_training(config.get_base_dir(), "while starting"):
             uncaught.sigint_raises_again()  # from here a KeyboardInterrupt, caught by the block
             process = setup_process(config, local_rank, world_size)
+            self.early_startup_marks["device_ready"] = time.time()
             with console.upstream_warnings_silenced(), console.quiet_unless(process.rank == 0):
                 # nerfstudio's GradScaler(...) FutureWarning; its "Saving checkpoints to" once per run
                 super().__init__(config, local_rank=process.local_rank, world_size=process.world_size)
@@ -244,6 +248,8 @@ class SplatPlusTrainer(Trainer):
                 inputs.preflight(self.config)
                 with console.plain_progress_when_piped(self.config.logging) as plain_progress:
                     super().setup(test_mode=test_mode)
+                for name, at in self.early_startup_marks.items():
+                    rank_record.mark_startup(self, name, at)
                 # decode (cache) the photos now, so that a damaged one stops here with one message
                 # rather than in the middle of warmup or training
                 datamanager = self.pipeline.datamanager

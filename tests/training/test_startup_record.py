@@ -1,6 +1,7 @@
 """The start-up record (``<run>/ranks/startup_rank0.json``, training/rank_record.py) splits the time before the
-first step into consecutive parts: the warmup, the loop's set-up, the viewer's scene with its camera pictures,
-and the loop's start, each its own part, adding up to the process's time to its first step."""
+first step into consecutive parts: the imports up to the plugin's, the command line, the device, nerfstudio's
+trainer set-up, the warmup, the loop's set-up, the viewer's scene with its camera pictures, and the loop's
+start, each its own part, adding up to the process's time to its first step."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ import time
 import pytest
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
 
-from ns_splat_plus import upstream
+import ns_splat_plus
+from ns_splat_plus import evaluation, upstream
 from ns_splat_plus.training import rank_record, warmup
+from ns_splat_plus.training import trainer as trainer_module
 
 VIEWER_SCENE_S = 0.4
 WARMUP_EXTRA_S = 0.25
+DEVICE_S = 0.3
+TRAINER_SETUP_S = 0.35
 
 
 def test_the_warmup_and_the_viewers_scene_are_parts_of_their_own(tmp_path, monkeypatch):
@@ -47,3 +52,36 @@ def test_the_warmup_and_the_viewers_scene_are_parts_of_their_own(tmp_path, monke
     assert VIEWER_SCENE_S <= parts["viewer_scene"] < VIEWER_SCENE_S + WARMUP_EXTRA_S, parts
     assert parts["loop_setup"] < WARMUP_EXTRA_S, parts
     assert parts["loop_start"] < WARMUP_EXTRA_S, parts
+
+
+def test_the_time_before_the_dataset_is_split_at_the_plugins_import_the_trainer_and_the_device(tmp_path, monkeypatch):
+    """In-process, the plugin was imported before this test began, the trainer is built after it, and stand-ins
+    make the device's set-up take DEVICE_S and nerfstudio's trainer set-up TRAINER_SETUP_S more: each lands in
+    its own part (imports, command_line, device, trainer_setup)."""
+    real_setup_process, real_start_run = trainer_module.setup_process, evaluation.memory.start_run
+
+    def slower_setup_process(*args, **kwargs):
+        time.sleep(DEVICE_S)
+        return real_setup_process(*args, **kwargs)
+
+    def slower_start_run(device):
+        time.sleep(TRAINER_SETUP_S)
+        return real_start_run(device)
+
+    monkeypatch.setattr(trainer_module, "setup_process", slower_setup_process)
+    monkeypatch.setattr(evaluation.memory, "start_run", slower_start_run)
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=1)
+    test_started = time.time()
+    trainer = build_trainer(config)
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    record = json.loads((trainer.base_dir / "ranks" / "startup_rank0.json").read_text())
+    marks, parts = record["marks"], record["parts_seconds"]
+    assert marks["plugin_imported"] == ns_splat_plus.IMPORTED_AT, marks
+    assert parts["imports"] == pytest.approx(ns_splat_plus.IMPORTED_AT - marks["process_start"], abs=1e-6), parts
+    assert parts["command_line"] >= test_started - ns_splat_plus.IMPORTED_AT, parts  # up to the trainer's creation
+    assert DEVICE_S <= parts["device"] < DEVICE_S + TRAINER_SETUP_S, parts
+    assert TRAINER_SETUP_S <= parts["trainer_setup"] < TRAINER_SETUP_S + DEVICE_S, parts
+    assert sum(parts.values()) == pytest.approx(record["seconds_to_first_step_end"], abs=1e-6)
