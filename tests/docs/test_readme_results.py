@@ -127,15 +127,12 @@ def test_the_fastgs_table_is_the_benchmark():
         assert f"{metric.upper()} {shown}" in line, (line, shown)
 
 
-ONE_COMMIT_BENCHMARK = REPO / "benchmarks" / "2026-11-29-h200x2-four-methods-one-commit"
+ONE_COMMIT_BENCHMARK = REPO / "benchmarks" / "2026-11-30-h200x2-four-methods-and-start-up-parts"
 ONE_COMMIT = {  # the README's scene -> the report of its methods at one commit
     "fox": ONE_COMMIT_BENCHMARK / "fox" / "results.json",
     "plush-dog": ONE_COMMIT_BENCHMARK / "plush-dog" / "results.json",
 }
-ONE_COMMIT_METHODS = {  # (scene, the README's row) -> the report's method
-    **{(scene, m): m for scene in ONE_COMMIT for m in METHODS},
-    ("plush-dog", "splat-plus --cuda-graph True"): "sp-graph",
-}
+ONE_COMMIT_METHODS = {(scene, m): m for scene in ONE_COMMIT for m in METHODS}  # (scene, README row) -> report's
 ONE_COMMIT_HEADING = "At one commit: process wall and GPU busy"
 
 
