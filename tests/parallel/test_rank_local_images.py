@@ -184,7 +184,12 @@ def test_torchrun_two_ranks_hold_their_shards_and_evaluate_once(tmp_path_factory
         assert train["of"] == 21 and train["indices"] == shard and train["count"] == len(shard)
         assert train["bytes"] == len(shard) * 64 * 48 * 3 and train["decoded"] == len(shard)
         assert record["images"]["eval"]["indices"] == eval_share(r, 2, 3)
-        assert record["seconds_to_first_step_end"] > 0 and set(record["parts_seconds"]) >= {"image_decode", "warmup"}
+        parts = record["parts_seconds"]
+        assert record["seconds_to_first_step_end"] > 0 and set(parts) >= {"image_decode", "warmup"}
+        # each torchrun rank's time before its dataset, split where it imported the plugin (after torch and
+        # nerfstudio: seconds) and created its trainer (after the command line, parsed in that rank: not zero)
+        assert parts["imports"] > 0.5 and parts["command_line"] > 0.01, parts
+        assert {"device", "trainer_setup"} <= set(parts), parts
     # one all-images evaluation per run: 2 + 1 eval photos scored, each by one rank
     assert [rec["eval_images_scored"] for rec in records] == [[2], [1]]
     assert output.count("Evaluation (all images) on") == 1  # said by rank 0 alone
