@@ -22,6 +22,18 @@ DEVICE_S = 0.3
 TRAINER_SETUP_S = 0.35
 
 
+def _trained_record(tmp_path, steps: int) -> dict:
+    """The start-up record of a CPU run of ``steps`` steps, with its warmup, on a small scene."""
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=steps)
+    assert config.warmup_steps > 0
+    trainer = build_trainer(config)
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    return json.loads((trainer.base_dir / "ranks" / "startup_rank0.json").read_text())
+
+
 def test_the_warmup_and_the_viewers_scene_are_parts_of_their_own(tmp_path, monkeypatch):
     """A CPU run with a warmup whose viewer scene takes VIEWER_SCENE_S (a stand-in for nerfstudio's
     init_scene) and whose warmup takes WARMUP_EXTRA_S more than its steps: each lands in its own part."""
@@ -35,14 +47,7 @@ def test_the_warmup_and_the_viewers_scene_are_parts_of_their_own(tmp_path, monke
         warmup_seconds.append(time.time() - started)
 
     monkeypatch.setattr(warmup, "run_warmup", slower_warmup)
-    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=2)
-    assert config.warmup_steps > 0
-    trainer = build_trainer(config)
-    try:
-        trainer.train()
-    finally:
-        close_writers()
-    record = json.loads((trainer.base_dir / "ranks" / "startup_rank0.json").read_text())
+    record = _trained_record(tmp_path, steps=2)
     parts = record["parts_seconds"]
     assert list(parts) == [name for name, _, _ in rank_record.PARTS], parts  # every part, in order
     assert all(seconds >= 0 for seconds in parts.values()), parts
@@ -70,14 +75,8 @@ def test_the_time_before_the_dataset_is_split_at_the_plugins_import_the_trainer_
 
     monkeypatch.setattr(trainer_module, "setup_process", slower_setup_process)
     monkeypatch.setattr(evaluation.memory, "start_run", slower_start_run)
-    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "out", steps=1)
     test_started = time.time()
-    trainer = build_trainer(config)
-    try:
-        trainer.train()
-    finally:
-        close_writers()
-    record = json.loads((trainer.base_dir / "ranks" / "startup_rank0.json").read_text())
+    record = _trained_record(tmp_path, steps=1)
     marks, parts = record["marks"], record["parts_seconds"]
     assert marks["plugin_imported"] == ns_splat_plus.IMPORTED_AT, marks
     assert parts["imports"] == pytest.approx(ns_splat_plus.IMPORTED_AT - marks["process_start"], abs=1e-6), parts
