@@ -4,8 +4,8 @@ What each rank spent from process start to the end of its first training step, i
 the plugin's; the command line; the device and process group; nerfstudio's trainer set-up; dataset parsing;
 model; the rest of set-up; image decoding; checks; warmup; the loop's set-up; the viewer's scene; the first
 step), the images it holds (count, bytes, decoding seconds: see ``SplatPlusDataManager.image_record``), its
-resident memory, and the eval images it scored per evaluation. Written after the first step and after each all-images evaluation; read by
-``scripts/startup_parts.py``.
+resident memory, and the eval images it scored per evaluation. Written after the first step and after each
+all-images evaluation; read by ``scripts/startup_parts.py``.
 """
 
 from __future__ import annotations
