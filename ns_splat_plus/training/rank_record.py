@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import ns_splat_plus
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.training.warmup import in_warmup
 from ns_splat_plus.upstream import TrainerLike
@@ -77,7 +78,10 @@ class StartupRecorder:
 
     def __init__(self, datamanager) -> None:
         self.datamanager = datamanager
-        self.marks: Dict[str, Optional[float]] = {"process_start": _process_start()}
+        self.marks: Dict[str, Optional[float]] = {
+            "process_start": _process_start(),
+            "plugin_imported": ns_splat_plus.IMPORTED_AT,
+        }
         self.marks.update(getattr(datamanager, "startup_times", {}))
         self.evaluations: List[int] = []
         self.memory_at_first_step: Optional[Dict[str, Optional[int]]] = None

@@ -22,7 +22,6 @@ from nerfstudio.utils.decorators import check_eval_enabled
 from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.rich_utils import CONSOLE
 
-import ns_splat_plus
 from ns_splat_plus import evaluation, strategy, upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import DataParallelConfig, RankMonitor, SplatPlusMachineConfig, collectives, roll_call
@@ -224,7 +223,7 @@ class SplatPlusTrainer(Trainer):
         global _TRAINING_PROCESS
         _TRAINING_PROCESS = True  # also in spawned ranks, which never call set_timestamp
         # the start-up record's marks before the pipeline (which keeps the record) exists; passed on in setup
-        self.early_startup_marks = {"plugin_imported": ns_splat_plus.IMPORTED_AT, "trainer_init": time.time()}
+        self.early_startup_marks = {"trainer_init": time.time()}
         with uncaught.interrupted_before_training(config.get_base_dir(), "while starting"):
             uncaught.sigint_raises_again()  # from here a KeyboardInterrupt, caught by the block
             process = setup_process(config, local_rank, world_size)
