@@ -30,6 +30,8 @@ import atexit
 import os
 import random
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import MutableMapping, Optional
@@ -157,6 +159,36 @@ def set_node_local_group(node_rank: int) -> None:
             upstream.set_local_process_group(group)
 
 
+GSPLAT_BUILD_NOTICE_AFTER_S = 5.0
+"""gsplat loads its built extension in about a second. Longer means torch's JIT build is compiling it: its first
+use, or new build settings (torch, CUDA, TORCH_CUDA_ARCH_LIST: ninja sees other flags). That takes minutes and
+gsplat prints nothing when an older build exists (211 s on an H200 host after TORCH_CUDA_ARCH_LIST changed,
+benchmarks/2026-11-30-h200x2-splat-plus-cuda-graph-quality), so the run says so once this much time has passed."""
+
+
+def load_gsplat_extension(notice_after_s: float = GSPLAT_BUILD_NOTICE_AFTER_S):
+    """gsplat's CUDA extension (None without a CUDA toolkit), with one line when loading it turns into a build."""
+    started = time.perf_counter()
+    notice = threading.Timer(
+        notice_after_s,
+        lambda: CONSOLE.print(
+            "splat-plus: gsplat is compiling its CUDA extension: a few minutes, once for each set of build settings "
+            "(its first use, or another torch, CUDA or TORCH_CUDA_ARCH_LIST than its last build)",
+            markup=False,
+        ),
+    )
+    notice.daemon = True  # an interrupted build does not wait for it
+    notice.start()
+    try:
+        extension = upstream.gsplat_extension()
+    finally:
+        notice.cancel()
+    took = time.perf_counter() - started
+    if took >= notice_after_s:
+        CONSOLE.print(f"splat-plus: gsplat's CUDA extension ready after {took:.0f} s", markup=False)
+    return extension
+
+
 def build_gsplat_once(plan: DevicePlan) -> None:
     """Build (or load) gsplat's CUDA extension before ranks train: concurrent first builds collide.
 
@@ -165,7 +197,7 @@ def build_gsplat_once(plan: DevicePlan) -> None:
     """
 
     def build() -> None:
-        if upstream.gsplat_extension() is None:
+        if load_gsplat_extension() is None:
             raise SplatPlusError(
                 "gsplat's CUDA extension is not available (no CUDA toolkit / nvcc found to build it). "
                 "Install the CUDA toolkit matching your PyTorch, or train on CPU with --machine.device-type cpu."
