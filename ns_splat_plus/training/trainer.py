@@ -30,7 +30,6 @@ from ns_splat_plus.training import (
     checkpoint,
     console,
     dataset_checks,
-    gpu_preload,
     inputs,
     outputs,
     rank_record,
@@ -235,7 +234,6 @@ class SplatPlusTrainer(Trainer):
         self.rank = process.rank
         self.device = process.device  # cuda:<GPU of this rank>, which is 0 when srun binds one GPU per task
         self.written_checkpoints: List[Path] = []
-        self.preload = gpu_preload.GpuPreload(tasks=[])  # started in setup, once the cameras are known
 
     def setup(self, test_mode="val") -> None:
         # another rank that stops on a user error (printed by it) ends this one quietly, not in gloo's traceback
@@ -258,12 +256,6 @@ class SplatPlusTrainer(Trainer):
                 dataset_checks.check_parsed_datasets(self.config, [datamanager.train_dataset, datamanager.eval_dataset])
                 assert datamanager.train_dataset is not None  # a training datamanager has one
                 inputs.check_cameras_per_step_fits(self.config, len(datamanager.train_dataset), self.world_size)
-                # Triton's key, cuDNN's downscales, a view matrix: on a side thread while the photos decode
-                self.preload = gpu_preload.start_gpu_preload(
-                    self.device,
-                    datamanager.train_dataset.cameras,
-                    getattr(self.pipeline.model.config, "num_downscales", 0),
-                )
                 datamanager.cached_train  # noqa: B018
                 if datamanager.eval_dataset is not None and len(datamanager.eval_dataset) > 0:
                     datamanager.cached_eval  # noqa: B018 (loaded at the first evaluation anyway)
@@ -374,8 +366,6 @@ class SplatPlusTrainer(Trainer):
                         run_dir.discard_if_unused(self.base_dir, also=run_dir.SETUP_FILES)  # nothing trained
                         raise
             try:
-                rank_record.mark_startup(self, "preload_wait_start")
-                rank_record.note_startup(self, "gpu_preload", self.preload.join())  # no GPU work beside the warmup
                 rank_record.mark_startup(self, "warmup_start")
                 warmup.run_warmup(self)  # state-neutral: also when resuming
                 rank_record.mark_startup(self, "warmup_end")
