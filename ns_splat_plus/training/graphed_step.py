@@ -20,7 +20,8 @@ their count on the host. Per step:
 
 A replay whose tiles did not fit dropped some entries of its render: the graph then zeroes its
 gradients, so the update of that step (rare: one in the 10,000 steps of plush-dog) moves the
-Parameters by the optimizer's momentum alone and densification counts no gradient for it.
+Parameters by the optimizer's momentum alone and densification does not count it
+(:func:`drop_step_on_overflow`).
 
 The graph is recorded again when what it baked in changes: the Parameters (a refine replaces them),
 their gradients (an eager step resets them), the image size or the downscale, the SH degree, the
@@ -56,6 +57,29 @@ CAPACITY_MARGIN = 1.5
 """Room for this many times the largest tile count seen: cameras of one scene differ in their counts."""
 CAPACITY_SLACK = 4096
 """And this many slots more, so that a small scene's first captures do not overflow one by one."""
+
+
+def drop_step_on_overflow(info: Dict[str, Any], parameters) -> None:
+    """Where ``info["isect_overflow"]`` ([] bool) is set, zero this step's gradients and what densification reads.
+
+    The Parameters' gradients, ``means2d``'s ``grad`` and ``absgrad``, and ``radii`` ([C, N] int): a strategy
+    counts a step for each Gaussian with a positive radius, so a dropped step kept visible would count a zero
+    gradient against its Gaussians and lower their mean (gsplat's default strategy: ``count += 1``,
+    ``grad2d += 0``). In-place multiplications, with no host read: recorded in the graph after the backward.
+    """
+    overflow = info.get("isect_overflow")
+    if overflow is None:
+        return
+    keep = (~overflow).to(torch.float32)
+    means2d = info.get("means2d")
+    grads = [p.grad for p in parameters if p.grad is not None]
+    grads += [getattr(means2d, name, None) for name in ("grad", "absgrad")]
+    for grad in grads:
+        if grad is not None:
+            grad.mul_(keep)
+    radii = info.get("radii")
+    if isinstance(radii, torch.Tensor):
+        radii.mul_((~overflow).to(radii.dtype))
 
 
 def unavailable_reason(trainer: TrainerLike) -> Optional[str]:
@@ -256,16 +280,7 @@ class GraphedForwardBackward:
 
     def _zero_gradients_on_overflow(self) -> None:
         """Recorded after the backward: a render whose tiles did not fit gives no gradient (see the module)."""
-        overflow = self._info.get("isect_overflow")
-        if overflow is None:
-            return
-        keep = (~overflow).to(torch.float32)
-        means2d = self._info.get("means2d")
-        grads = [p.grad for p in self.trainer.pipeline.model.parameters() if p.grad is not None]
-        grads += [getattr(means2d, name, None) for name in ("grad", "absgrad")]
-        for grad in grads:
-            if grad is not None:
-                grad.mul_(keep)
+        drop_step_on_overflow(self._info, self.trainer.pipeline.model.parameters())
 
     def _run_unrecorded(self, params: List[torch.nn.Parameter], step: int) -> None:
         """The forward and backward once, on a side stream (lazy initialisations happen outside the

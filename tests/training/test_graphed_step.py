@@ -282,3 +282,45 @@ def test_a_step_after_an_overflowed_replay_records_again_before_it_replays(monke
     monkeypatch.setattr(graphed_step, "optimize", lambda trainer, step: ("eager", {}, {}))
     assert graphed(7) == ("eager", {}, {})  # a refused recording: this step eager, nothing replayed
     assert events == ["flag read", other_reason or "tiles"]
+
+
+def _replay_info(overflowed: bool) -> dict:
+    """A one-camera rasterization info of 5 Gaussians, 4 of them visible, with their 2D gradients."""
+    means2d = torch.zeros(1, 5, 2, requires_grad=True)
+    (means2d * torch.arange(1.0, 11.0).reshape(1, 5, 2)).sum().backward()
+    means2d.absgrad = means2d.grad.abs() * 2  # type: ignore[attr-defined]  # as gsplat sets it
+    radii = torch.tensor([[3, 0, 2, 5, 1]], dtype=torch.int32)
+    return {"means2d": means2d, "radii": radii, "width": 8, "height": 6, "n_cameras": 1, "gaussian_ids": None,
+            "isect_overflow": torch.tensor(overflowed)}  # fmt: skip
+
+
+@pytest.mark.parametrize("absgrad", [False, True])
+def test_an_overflowed_replay_is_no_step_for_densification(absgrad):
+    """A replay whose tiles did not fit: its gradients are zero and densification does not count it (gsplat's
+    default strategy, which splat-plus's reproduces bitwise, would otherwise count a zero gradient for each
+    visible Gaussian and lower its mean)."""
+    from gsplat.strategy import DefaultStrategy
+
+    def counted(info, parameter):
+        strategy = DefaultStrategy(absgrad=absgrad, refine_scale2d_stop_iter=1)
+        state = strategy.initialize_state()
+        strategy._update_state({"means": parameter}, state, info)
+        return state
+
+    parameter = torch.nn.Parameter(torch.ones(5, 3))
+    parameter.grad = torch.full((5, 3), 2.0)
+    kept = _replay_info(overflowed=False)
+    graphed_step.drop_step_on_overflow(kept, [parameter])  # no overflow: nothing changes
+    assert torch.equal(parameter.grad, torch.full((5, 3), 2.0))
+    assert torch.equal(kept["radii"], _replay_info(False)["radii"])
+    state = counted(kept, parameter)
+    assert state["count"].tolist() == [1.0, 0.0, 1.0, 1.0, 1.0] and bool((state["grad2d"] > 0).any())
+
+    dropped = _replay_info(overflowed=True)
+    graphed_step.drop_step_on_overflow(dropped, [parameter])
+    assert not parameter.grad.any()
+    assert not dropped["means2d"].grad.any() and not dropped["means2d"].absgrad.any()
+    state = counted(dropped, parameter)
+    assert state["count"].tolist() == [0.0] * 5  # not counted as a visible step
+    assert state["grad2d"].tolist() == [0.0] * 5
+    assert state["radii"].tolist() == [0.0] * 5
