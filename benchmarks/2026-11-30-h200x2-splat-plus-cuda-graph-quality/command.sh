@@ -37,3 +37,19 @@ S=$(date +%s.%N); CUDA_VISIBLE_DEVICES=0 ns-train splat-plus --output-dir /tmp/s
 H=benchmarks/2026-11-30-h200x2-splat-plus-cuda-graph-quality
 python scripts/benchmark.py --from-json $H/raw/g0_eager_results.json $H/raw/g1_eager_results.json \
   $H/raw/g0_graph_results.json $H/raw/g1_graph_results.json --reference splat-plus --out $H/plush-dog
+
+# 4) 1x H200, a fresh lease, commit 877c3d6 (reverted after): the side-thread GPU preload against the same installed
+#    tree with its task list emptied ("old", ahead on the path), plush-dog, the default lite command, 30 steps;
+#    the budget ended during the fifth run -> raw/startup/preload-ab.txt
+DOG='--data /tmp/dog colmap --colmap-path sparse/0 --downscale-factor 2'
+rm -rf /tmp/site-old && mkdir -p /tmp/site-old && cp -r /tmp/site/ns_splat_plus /tmp/site-old/
+sed -i 's/    if device.type != "cuda":\n        return GpuPreload(tasks=\[\])/    if True:\n        return GpuPreload(tasks=[])/' \
+  /tmp/site-old/ns_splat_plus/training/gpu_preload.py  # as run: a python replacement of those two lines
+run() { PYTHONPATH=$2 CUDA_VISIBLE_DEVICES=0 python3 /tmp/site/bin/ns-train splat-plus-lite --max-num-iterations 30 \
+  --output-dir /tmp/ab --experiment-name $1 --timestamp t $DOG < /dev/null; }  # then each ranks/startup_rank0.json
+run cold /tmp/site
+for i in 1 2; do run old$i /tmp/site-old:/tmp/site; run new$i /tmp/site; done
+
+# 5) on the development machine (2 cores), from the repository root: Triton's key beside the photos' decoding
+H=benchmarks/2026-11-30-h200x2-splat-plus-cuda-graph-quality
+python $H/raw/startup/triton-key-overlap-cpu.py  # -> raw/startup/triton-key-overlap-cpu.txt

@@ -2,7 +2,7 @@ import os, sys, time, threading, hashlib, functools
 import numpy as np
 from PIL import Image
 from concurrent.futures import ThreadPoolExecutor
-d='../shared/data/fox/images'; files=[os.path.join(d,f) for f in sorted(os.listdir(d))][:58]
+d='../shared/data/fox/images'  # from the repository root; files=[os.path.join(d,f) for f in sorted(os.listdir(d))][:58]
 def decode_all():
     t=time.perf_counter()
     with ThreadPoolExecutor(2) as ex: list(ex.map(lambda f: np.array(Image.open(f), dtype='uint8'), files))
