@@ -215,3 +215,60 @@ def test_a_replay_whose_tiles_do_not_fit_gives_no_gradient(scene, tmp_path, monk
         assert fitted > 0
     finally:
         close_writers()
+
+
+def _densification_state(info, parameter):
+    """gsplat's default strategy's running state after one step of ``info`` (splat-plus's reproduces it bitwise)."""
+    from gsplat.strategy import DefaultStrategy
+
+    default = DefaultStrategy(absgrad=True, refine_scale2d_stop_iter=1)
+    state = default.initialize_state()
+    default._update_state({"means": parameter}, state, info)
+    return state
+
+
+def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics(scene, tmp_path):
+    """What splat-plus's default strategy reads after a step, at SH degree 3 (the recorded step's SH are Triton's,
+    the eager step's gsplat's): the replay's radii are the eager step's, its ``means2d`` gradient and ``absgrad``
+    agree within the tolerance, and one step of the strategy's state counts the same Gaussians with the same
+    accumulated gradient. (Written after splat-plus lost 0.78 dB with the graph,
+    benchmarks/2026-11-30-h200x2-splat-plus-cuda-graph-quality.)"""
+    trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False))
+    try:
+        for step in range(15):
+            run_training_step(trainer, step)
+        model = trainer.pipeline.model
+        step = 3 * model.config.sh_degree_interval
+        assert min(step // model.config.sh_degree_interval, model.config.sh_degree) == 3
+        trainer.pipeline.train()
+        model.step = step
+        camera, batch = trainer.pipeline.datamanager.next_train(step)
+        params = [p for p in model.parameters() if p.requires_grad]
+        for p in params:
+            p.grad = None
+        loss = sum(model.get_loss_dict(model(camera), batch, {}).values())
+        loss.backward()
+        eager_info = model.info
+        eager = {name: getattr(eager_info["means2d"], name).detach().clone() for name in ("grad", "absgrad")}
+        eager_radii = eager_info["radii"].clone()
+        means = model.gauss_params["means"]
+        eager_state = _densification_state(eager_info, means)
+        del loss
+
+        graphed = graphed_step.GraphedForwardBackward(trainer)
+        graphed._capture(step, camera, batch)
+        graphed.graph.replay()
+        torch.cuda.synchronize()
+        info = graphed._info
+        assert not bool(info["isect_overflow"])
+        assert torch.equal(info["radii"], eager_radii)
+        for name, expected in eager.items():
+            replayed = getattr(info["means2d"], name)
+            assert float((replayed - expected).abs().max()) <= GRADIENT_TOLERANCE * float(expected.abs().max()) + 1e-12
+        state = _densification_state(info, means)
+        assert torch.equal(state["count"], eager_state["count"])
+        assert torch.equal(state["radii"], eager_state["radii"])
+        difference = float((state["grad2d"] - eager_state["grad2d"]).abs().max())
+        assert difference <= GRADIENT_TOLERANCE * float(eager_state["grad2d"].abs().max()) + 1e-12
+    finally:
+        close_writers()
