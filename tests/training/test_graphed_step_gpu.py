@@ -51,6 +51,19 @@ def _stepped_with_next_cameras(scene, tmp_path, cameras: int):
     return trainer, pairs
 
 
+def _eager_step(trainer, step: int):
+    """The eager forward and backward of ``step`` in train mode, from no gradients: its camera, batch and loss
+    (the caller drops the loss: no step's autograd graph may stay, see graphed_step's module docstring)."""
+    model = trainer.pipeline.model
+    trainer.pipeline.train()
+    model.step = step
+    camera, batch = trainer.pipeline.datamanager.next_train(step)
+    model.zero_grad(set_to_none=True)
+    loss = sum(model.get_loss_dict(model(camera), batch, {}).values())
+    loss.backward()
+    return camera, batch, loss
+
+
 def test_a_replayed_step_gives_the_eager_step_s_loss_and_gradients(scene, tmp_path):
     trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False))
     try:
@@ -58,14 +71,8 @@ def test_a_replayed_step_gives_the_eager_step_s_loss_and_gradients(scene, tmp_pa
             run_training_step(trainer, step)
         model = trainer.pipeline.model
         step = 15
-        trainer.pipeline.train()
-        model.step = step
-        camera, batch = trainer.pipeline.datamanager.next_train(step)
+        camera, batch, loss = _eager_step(trainer, step)
         params = [p for p in model.parameters() if p.requires_grad]
-        for p in params:
-            p.grad = None
-        loss = sum(model.get_loss_dict(model(camera), batch, {}).values())
-        loss.backward()
         eager_loss = float(loss)
         eager = [None if p.grad is None else p.grad.detach().clone() for p in params]  # SH degree 0: no rest grad
         eager_grad2d = model.info["means2d"].grad.detach().clone()
@@ -240,14 +247,7 @@ def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics
         model = trainer.pipeline.model
         step = 3 * model.config.sh_degree_interval
         assert min(step // model.config.sh_degree_interval, model.config.sh_degree) == 3
-        trainer.pipeline.train()
-        model.step = step
-        camera, batch = trainer.pipeline.datamanager.next_train(step)
-        params = [p for p in model.parameters() if p.requires_grad]
-        for p in params:
-            p.grad = None
-        loss = sum(model.get_loss_dict(model(camera), batch, {}).values())
-        loss.backward()
+        camera, batch, loss = _eager_step(trainer, step)
         eager_info = model.info
         eager = {name: getattr(eager_info["means2d"], name).detach().clone() for name in ("grad", "absgrad")}
         eager_radii = eager_info["radii"].clone()
