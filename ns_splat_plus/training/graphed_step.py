@@ -276,11 +276,7 @@ class GraphedForwardBackward:
         self._loss = total_loss(self._loss_dict, step)  # the recording camera sees no Gaussian: as eagerly
         self._loss.backward()
         self._info = model.info
-        self._zero_gradients_on_overflow()
-
-    def _zero_gradients_on_overflow(self) -> None:
-        """Recorded after the backward: a render whose tiles did not fit gives no gradient (see the module)."""
-        drop_step_on_overflow(self._info, self.trainer.pipeline.model.parameters())
+        drop_step_on_overflow(self._info, model.parameters())  # recorded after the backward (see the module)
 
     def _run_unrecorded(self, params: List[torch.nn.Parameter], step: int) -> None:
         """The forward and backward once, on a side stream (lazy initialisations happen outside the

@@ -10,6 +10,7 @@ import pytest
 import torch
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
 
+from ns_splat_plus import strategy
 from ns_splat_plus.training import graphed_step
 from ns_splat_plus.training import trainer as trainer_module
 from ns_splat_plus.training.step import optimize
@@ -296,15 +297,13 @@ def _replay_info(overflowed: bool) -> dict:
 
 @pytest.mark.parametrize("absgrad", [False, True])
 def test_an_overflowed_replay_is_no_step_for_densification(absgrad):
-    """A replay whose tiles did not fit: its gradients are zero and densification does not count it (gsplat's
-    default strategy, which splat-plus's reproduces bitwise, would otherwise count a zero gradient for each
-    visible Gaussian and lower its mean)."""
-    from gsplat.strategy import DefaultStrategy
+    """A replay whose tiles did not fit: its gradients are zero and densification does not count it (splat-plus's
+    default strategy would otherwise count a zero gradient for each visible Gaussian and lower its mean)."""
 
     def counted(info, parameter):
-        strategy = DefaultStrategy(absgrad=absgrad, refine_scale2d_stop_iter=1)
-        state = strategy.initialize_state()
-        strategy._update_state({"means": parameter}, state, info)
+        default = strategy.InstrumentedDefaultStrategy(absgrad=absgrad, refine_scale2d_stop_iter=1, verbose=False)
+        state = default.initialize_state()
+        default._update_state({"means": parameter}, state, info)
         return state
 
     parameter = torch.nn.Parameter(torch.ones(5, 3))

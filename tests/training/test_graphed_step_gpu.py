@@ -225,10 +225,8 @@ def test_a_replay_whose_tiles_do_not_fit_gives_no_gradient(scene, tmp_path, monk
 
 
 def _densification_state(info, parameter):
-    """gsplat's default strategy's running state after one step of ``info`` (splat-plus's reproduces it bitwise)."""
-    from gsplat.strategy import DefaultStrategy
-
-    default = DefaultStrategy(absgrad=True, refine_scale2d_stop_iter=1)
+    """splat-plus's default strategy's running state after one step of ``info``."""
+    default = strategy.InstrumentedDefaultStrategy(absgrad=True, refine_scale2d_stop_iter=1, verbose=False)
     state = default.initialize_state()
     default._update_state({"means": parameter}, state, info)
     return state
