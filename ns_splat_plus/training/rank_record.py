@@ -29,7 +29,8 @@ PARTS = (
     ("model_init", "dataset_parse_end", "model_built"),
     ("other_setup", "model_built", "decode_start"),
     ("image_decode", "decode_start", "decode_end"),
-    ("checks", "decode_end", "warmup_start"),
+    ("checks", "decode_end", "preload_wait_start"),
+    ("preload_wait", "preload_wait_start", "warmup_start"),  # the GPU preload's rest (training/gpu_preload.py)
     ("warmup", "warmup_start", "warmup_end"),
     ("loop_setup", "warmup_end", "viewer_scene_start"),  # the CUDA graph's set-up, dataparser_transforms.json
     ("viewer_scene", "viewer_scene_start", "loop_ready"),  # the viewer's scene with its camera pictures
@@ -45,6 +46,13 @@ def mark_startup(trainer: TrainerLike, name: str, at: Optional[float] = None) ->
     recorder = getattr(trainer.pipeline, "startup", None)
     if isinstance(recorder, StartupRecorder):
         recorder.mark(name, at)
+
+
+def note_startup(trainer: TrainerLike, name: str, value: Any) -> None:
+    """Keep ``value`` (JSON) under ``name`` in the start-up record of ``trainer``'s pipeline, where it keeps one."""
+    recorder = getattr(trainer.pipeline, "startup", None)
+    if isinstance(recorder, StartupRecorder):
+        recorder.notes[name] = value
 
 
 def _process_start() -> Optional[float]:
@@ -84,6 +92,7 @@ class StartupRecorder:
         }
         self.marks.update(getattr(datamanager, "startup_times", {}))
         self.evaluations: List[int] = []
+        self.notes: Dict[str, Any] = {}  # note_startup: e.g. the GPU preload's tasks and their seconds
         self.memory_at_first_step: Optional[Dict[str, Optional[int]]] = None
         self.trainer: Optional[TrainerLike] = None
 
@@ -145,6 +154,7 @@ class StartupRecorder:
             "parts_seconds": parts,
             "marks": marks,
             "images": images,
+            **self.notes,
             "memory_at_first_step": self.memory_at_first_step,
             "memory": _memory(),
             "eval_images_scored": self.evaluations,

@@ -30,6 +30,7 @@ from ns_splat_plus.training import (
     checkpoint,
     console,
     dataset_checks,
+    gpu_preload,
     inputs,
     outputs,
     rank_record,
@@ -234,6 +235,7 @@ class SplatPlusTrainer(Trainer):
         self.rank = process.rank
         self.device = process.device  # cuda:<GPU of this rank>, which is 0 when srun binds one GPU per task
         self.written_checkpoints: List[Path] = []
+        self.gpu_preload = gpu_preload.GpuPreload(tasks=[])  # started by setup
 
     def setup(self, test_mode="val") -> None:
         # another rank that stops on a user error (printed by it) ends this one quietly, not in gloo's traceback
@@ -242,6 +244,8 @@ class SplatPlusTrainer(Trainer):
 
     def _setup(self, test_mode) -> None:
         evaluation.memory.start_run(self.device)  # this run's peaks, not an earlier run's in this process
+        # Triton's key and cuSOLVER's loading: on a side thread while the dataset, model and photos set up
+        self.gpu_preload = gpu_preload.start_gpu_preload(self.device)
         with exit_on_user_error(self.rank), inputs.dataparser_errors():
             try:
                 inputs.preflight(self.config)
@@ -366,6 +370,8 @@ class SplatPlusTrainer(Trainer):
                         run_dir.discard_if_unused(self.base_dir, also=run_dir.SETUP_FILES)  # nothing trained
                         raise
             try:
+                rank_record.mark_startup(self, "preload_wait_start")
+                rank_record.note_startup(self, "gpu_preload", self.gpu_preload.join())  # no GPU work beside the warmup
                 rank_record.mark_startup(self, "warmup_start")
                 warmup.run_warmup(self)  # state-neutral: also when resuming
                 rank_record.mark_startup(self, "warmup_end")

@@ -77,6 +77,8 @@ torch 2.6-2.15: 2.11 on the GPU machine, 2.14 on the CPU one (:mod:`.torch_priva
 Triton 3.2-3.9: 3.6 with torch 2.11, 3.8 with torch 2.14 (:mod:`.gsplat_private`)
   ``CompiledKernel[grid](*args)``                  :func:`launch_compiled_triton` (no ``JITFunction.run``)
                                                    [probed; a TypeError at a launch: ``JITFunction.run``]
+  ``runtime.cache.triton_key``                     :func:`prepare_triton_cache_key` (computed while the trainer
+                                                   sets up; another Triton: skipped)
 torchmetrics 1.x, torchvision (:mod:`.torch_private`, :mod:`.lpips`, :mod:`.torchmetrics_private`)
   lightning-utilities 0.15's ``imports._version``  :func:`import_torchmetrics` (torchmetrics' import without
                                                    transformers: 9.0 s of ns-eval on the GPU machine) [where the

@@ -60,6 +60,17 @@ def direct_triton_launch_available() -> bool:
     return probe("triton_launch", _direct_launch_problem, "Triton kernels are launched through JITFunction.run")
 
 
+def prepare_triton_cache_key() -> None:
+    """Compute Triton's key of its own installation (``triton.runtime.cache.triton_key``: a hash of its installed
+    files, cached for the process; Triton 3.6, 3.8), which the first kernel launch of a process otherwise computes
+    (0.43 s on an H200 host). With another Triton, or none, nothing is done: its first launch computes it."""
+    try:
+        from triton.runtime.cache import triton_key
+    except Exception:  # noqa: BLE001 (an optional head start)
+        return
+    triton_key()
+
+
 def _triton_imports() -> bool:
     try:
         import triton  # noqa: F401

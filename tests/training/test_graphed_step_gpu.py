@@ -251,7 +251,9 @@ def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics
         eager_radii = eager_info["radii"].clone()
         means = model.gauss_params["means"]
         eager_state = _densification_state(eager_info, means)
-        del loss
+        # the eager step's autograd graph must go before a recording (graphed_step's module docstring)
+        del loss, eager_info
+        model.info = {}
 
         graphed = graphed_step.GraphedForwardBackward(trainer)
         graphed._capture(step, camera, batch)
