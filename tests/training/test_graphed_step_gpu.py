@@ -1,6 +1,7 @@
 """--cuda-graph on CUDA (ns_splat_plus.training.graphed_step): a replayed step computes the eager step's loss and
 gradients; training through refines records again and densifies from the replayed gradients; a step whose tiles do
-not fit is recorded again with room. The background is black: a random one draws other numbers in a graph."""
+not fit is recorded again with room. The background is black (a random one draws other numbers in a graph), except
+in the test that a replay draws a new random one."""
 
 from __future__ import annotations
 
@@ -270,5 +271,30 @@ def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics
         assert torch.equal(state["radii"], eager_state["radii"])
         difference = float((state["grad2d"] - eager_state["grad2d"]).abs().max())
         assert difference <= GRADIENT_TOLERANCE * float(eager_state["grad2d"].abs().max()) + 1e-12
+    finally:
+        close_writers()
+
+
+def test_a_random_background_is_drawn_again_at_each_replay(scene, tmp_path):
+    """splatfacto's default background is a random colour per training step. A replay must draw a new one, as each
+    eager step does (torch's CUDA generator moves on at each replay of a recording), not repeat the recorded one."""
+    config = _cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False)
+    config.pipeline.model.background_color = "random"
+    trainer = build_trainer(config)
+    try:
+        for step in range(12):
+            run_training_step(trainer, step)
+        trainer.pipeline.train()
+        trainer.pipeline.model.step = 12
+        camera, batch = trainer.pipeline.datamanager.next_train(12)
+        graphed = graphed_step.GraphedForwardBackward(trainer)
+        graphed._capture(12, camera, batch)
+        drawn = []
+        for _ in range(3):
+            graphed.graph.replay()
+            drawn.append(graphed._outputs["background"].clone())
+        torch.cuda.synchronize()
+        assert all(bool(((colour >= 0) & (colour < 1)).all()) for colour in drawn)
+        assert not torch.equal(drawn[0], drawn[1]) and not torch.equal(drawn[1], drawn[2])
     finally:
         close_writers()
