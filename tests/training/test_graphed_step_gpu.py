@@ -236,8 +236,8 @@ def _densification_state(info, parameter):
 def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics(scene, tmp_path):
     """What splat-plus's default strategy reads after a step, at SH degree 3 (the recorded step's SH are Triton's,
     the eager step's gsplat's): the replay's radii are the eager step's, its ``means2d`` gradient and ``absgrad``
-    agree within the tolerance, and one step of the strategy's state counts the same Gaussians with the same
-    accumulated gradient. (Written after splat-plus lost 0.78 dB with the graph,
+    agree within the tolerance, one step of the strategy's state counts the same Gaussians with the same
+    accumulated gradient, and every Parameter's gradient agrees by its norm. (Written after splat-plus lost 0.78 dB with the graph,
     benchmarks/2026-11-30-h200x2-splat-plus-cuda-graph-quality.)"""
     trainer = build_trainer(_cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False))
     try:
@@ -252,6 +252,8 @@ def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics
         eager_radii = eager_info["radii"].clone()
         means = model.gauss_params["means"]
         eager_state = _densification_state(eager_info, means)
+        params = dict(model.named_parameters())
+        eager_grads = {name: p.grad.detach().clone() for name, p in params.items() if p.grad is not None}
         # the eager step's autograd graph must go before a recording (graphed_step's module docstring)
         del loss, eager_info
         model.info = {}
@@ -271,6 +273,12 @@ def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics
         assert torch.equal(state["radii"], eager_state["radii"])
         difference = float((state["grad2d"] - eager_state["grad2d"]).abs().max())
         assert difference <= GRADIENT_TOLERANCE * float(eager_state["grad2d"].abs().max()) + 1e-12
+        # the update: every Parameter's gradient, as a whole (a term the SH's view directions add to the means
+        # is small next to their largest gradient, so each is compared by its norm, not its largest element)
+        assert {name for name, p in params.items() if p.grad is not None} == set(eager_grads)
+        for name, expected in eager_grads.items():
+            off = float(torch.linalg.vector_norm(params[name].grad - expected))
+            assert off <= GRADIENT_TOLERANCE * float(torch.linalg.vector_norm(expected)) + 1e-12, name
     finally:
         close_writers()
 
