@@ -132,3 +132,14 @@ def assert_bitwise_equal(a, b, where: str = "state") -> None:
             assert_bitwise_equal(x, y, f"{where}[{i}]")
     else:
         assert a == b, f"{where}: {a} != {b}"
+
+
+def default_strategy_state(info, parameter, absgrad: bool = True):
+    """splat-plus's default strategy's running state (count, grad2d, radii) after one step of ``info``, for the
+    Gaussians of ``parameter`` (their means)."""
+    from ns_splat_plus import strategy
+
+    default = strategy.InstrumentedDefaultStrategy(absgrad=absgrad, refine_scale2d_stop_iter=1, verbose=False)
+    state = default.initialize_state()
+    default._update_state({"means": parameter}, state, info)
+    return state

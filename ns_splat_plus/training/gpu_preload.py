@@ -10,9 +10,9 @@ benchmarks/2026-11-30-h200x2-splat-plus-cuda-graph-quality, cProfile):
 Started when the trainer's set-up begins (the dataset, the model, the photos' decoding: 1.2-1.6 s on an H200
 host), both are done before the warmup needs them: from the command line's end to the first step's end, median
 3.32 s against 3.68 (plush-dog, lite, 4 runs each; benchmarks/2026-11-30-h200-start-up-preload-and-fox-at-head).
-Started only at the decoding, the trainer waited 0.30 s for Triton's key and gained nothing. What they leave is what the warmup would have left: Triton's
-key (cached for the process) and cuSOLVER and cuBLAS loaded, their handles returned to PyTorch's per-device pool
-when the thread ends, for the main thread to take.
+Started only at the decoding, the trainer waited 0.30 s for Triton's key and gained nothing. What they leave is
+what the warmup would have left: Triton's key (cached for the process) and cuSOLVER and cuBLAS loaded, their
+handles returned to PyTorch's per-device pool when the thread ends, for the main thread to take.
 
 It touches no training state (no Parameter, no random draw) and is joined before the warmup, so no other
 thread launches GPU work while a CUDA graph records. A failure here is only recorded: the same call on the

@@ -70,7 +70,8 @@ def drop_step_on_overflow(info: Dict[str, Any], parameters) -> None:
     overflow = info.get("isect_overflow")
     if overflow is None:
         return
-    keep = (~overflow).to(torch.float32)
+    kept = ~overflow
+    keep = kept.to(torch.float32)
     means2d = info.get("means2d")
     grads = [p.grad for p in parameters if p.grad is not None]
     grads += [getattr(means2d, name, None) for name in ("grad", "absgrad")]
@@ -79,7 +80,7 @@ def drop_step_on_overflow(info: Dict[str, Any], parameters) -> None:
             grad.mul_(keep)
     radii = info.get("radii")
     if isinstance(radii, torch.Tensor):
-        radii.mul_((~overflow).to(radii.dtype))
+        radii.mul_(kept.to(radii.dtype))
 
 
 def unavailable_reason(trainer: TrainerLike) -> Optional[str]:

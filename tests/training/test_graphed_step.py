@@ -8,9 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from inprocess import build_trainer, close_writers, small_scene, trainer_config
+from inprocess import build_trainer, close_writers, default_strategy_state, small_scene, trainer_config
 
-from ns_splat_plus import strategy
 from ns_splat_plus.training import graphed_step
 from ns_splat_plus.training import trainer as trainer_module
 from ns_splat_plus.training.step import optimize
@@ -300,26 +299,20 @@ def test_an_overflowed_replay_is_no_step_for_densification(absgrad):
     """A replay whose tiles did not fit: its gradients are zero and densification does not count it (splat-plus's
     default strategy would otherwise count a zero gradient for each visible Gaussian and lower its mean)."""
 
-    def counted(info, parameter):
-        default = strategy.InstrumentedDefaultStrategy(absgrad=absgrad, refine_scale2d_stop_iter=1, verbose=False)
-        state = default.initialize_state()
-        default._update_state({"means": parameter}, state, info)
-        return state
-
     parameter = torch.nn.Parameter(torch.ones(5, 3))
     parameter.grad = torch.full((5, 3), 2.0)
     kept = _replay_info(overflowed=False)
     graphed_step.drop_step_on_overflow(kept, [parameter])  # no overflow: nothing changes
     assert torch.equal(parameter.grad, torch.full((5, 3), 2.0))
     assert torch.equal(kept["radii"], _replay_info(False)["radii"])
-    state = counted(kept, parameter)
+    state = default_strategy_state(kept, parameter, absgrad)
     assert state["count"].tolist() == [1.0, 0.0, 1.0, 1.0, 1.0] and bool((state["grad2d"] > 0).any())
 
     dropped = _replay_info(overflowed=True)
     graphed_step.drop_step_on_overflow(dropped, [parameter])
     assert not parameter.grad.any()
     assert not dropped["means2d"].grad.any() and not dropped["means2d"].absgrad.any()
-    state = counted(dropped, parameter)
+    state = default_strategy_state(dropped, parameter, absgrad)
     assert state["count"].tolist() == [0.0] * 5  # not counted as a visible step
     assert state["grad2d"].tolist() == [0.0] * 5
     assert state["radii"].tolist() == [0.0] * 5

@@ -9,7 +9,7 @@ import json
 
 import pytest
 import torch
-from inprocess import build_trainer, close_writers, small_scene, trainer_config
+from inprocess import build_trainer, close_writers, default_strategy_state, small_scene, trainer_config
 
 from ns_splat_plus import strategy
 from ns_splat_plus.training import graphed_step
@@ -225,14 +225,6 @@ def test_a_replay_whose_tiles_do_not_fit_gives_no_gradient(scene, tmp_path, monk
         close_writers()
 
 
-def _densification_state(info, parameter):
-    """splat-plus's default strategy's running state after one step of ``info``."""
-    default = strategy.InstrumentedDefaultStrategy(absgrad=True, refine_scale2d_stop_iter=1, verbose=False)
-    state = default.initialize_state()
-    default._update_state({"means": parameter}, state, info)
-    return state
-
-
 def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics(scene, tmp_path):
     """What splat-plus's default strategy reads after a step, at SH degree 3 (the recorded step's SH are Triton's,
     the eager step's gsplat's): the replay's radii are the eager step's, its ``means2d`` gradient and ``absgrad``
@@ -251,7 +243,7 @@ def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics
         eager = {name: getattr(eager_info["means2d"], name).detach().clone() for name in ("grad", "absgrad")}
         eager_radii = eager_info["radii"].clone()
         means = model.gauss_params["means"]
-        eager_state = _densification_state(eager_info, means)
+        eager_state = default_strategy_state(eager_info, means)
         params = dict(model.named_parameters())
         eager_grads = {name: p.grad.detach().clone() for name, p in params.items() if p.grad is not None}
         # the eager step's autograd graph must go before a recording (graphed_step's module docstring)
@@ -268,7 +260,7 @@ def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics
         for name, expected in eager.items():
             replayed = getattr(info["means2d"], name)
             assert float((replayed - expected).abs().max()) <= GRADIENT_TOLERANCE * float(expected.abs().max()) + 1e-12
-        state = _densification_state(info, means)
+        state = default_strategy_state(info, means)
         assert torch.equal(state["count"], eager_state["count"])
         assert torch.equal(state["radii"], eager_state["radii"])
         difference = float((state["grad2d"] - eager_state["grad2d"]).abs().max())
