@@ -123,7 +123,9 @@ def initial_gaussians(settings: InitSettings, seed_points: Optional[Tuple[Tensor
         if settings.sh_degree > 0:
             features_dc = (colors - 0.5) / SH_C0
         else:
-            features_dc = torch.logit(colors, eps=1e-10)
+            # splatfacto's logit (eps 1e-10) in float64: in float32 1 - 1e-10 rounds to 1, so a white point would
+            # start at +inf (splatfacto trains it as a frozen white; the finiteness check would stop at step 0)
+            features_dc = torch.logit(colors.double(), eps=1e-10).float()
     else:
         features_dc = torch.rand(n, 3, generator=generator)
     features_rest = torch.zeros(n, dim_sh - 1, 3)

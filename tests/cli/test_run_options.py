@@ -190,3 +190,13 @@ def test_ns_train_lite_on_the_cpu_says_why_its_step_is_not_graphed_and_trains(sc
     (run_dir,) = _run_dirs(tmp_path / "out")
     assert list((run_dir / "nerfstudio_models").glob("step-*.ckpt")), "no checkpoint"
     assert yaml.load((run_dir / "config.yml").read_text(), Loader=yaml.Loader).cuda_graph is True  # the preset's, saved
+
+
+@pytest.mark.slow
+def test_colour_only_gaussians_train_from_full_white_points(scene, tmp_path):
+    """`--pipeline.model.sh-degree 0` (splatfacto's colour-only Gaussians, a sigmoid of ``features_dc``) on a scene
+    whose SfM points have full-white channels (255): their logit starts finite, so training runs and saves."""
+    proc = _ns_train(scene, tmp_path / "out", "--pipeline.model.sh-degree", "0")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run_dir,) = _run_dirs(tmp_path / "out")
+    assert list((run_dir / "nerfstudio_models").glob("step-*.ckpt")), "no checkpoint"
