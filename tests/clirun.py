@@ -9,6 +9,7 @@ conftest.py fails a unit-tier test that starts a process.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import socket
@@ -176,6 +177,35 @@ def nerfstudio_scene(scene: Path, dest: Path) -> Path:
     colmap_to_json(sparse, data)
     shutil.rmtree(data / "colmap")  # a nerfstudio-data scene, nothing else
     return data
+
+
+def blender_scene(scene: Path, dest: Path) -> Path:
+    """A synthetic COLMAP ``scene`` in the NeRF-synthetic layout nerfstudio's ``blender-data`` reads:
+    ``transforms_{train,val,test}.json`` (``camera_angle_x``, OpenGL camera-to-world matrices) and RGBA PNGs, the
+    top eighth of each photo transparent; every other view trains, the rest split between val and test."""
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    work = nerfstudio_scene(scene, dest.with_name(dest.name + "-nerfstudio"))  # poses in OpenGL's convention
+    meta = json.loads((work / "transforms.json").read_text())
+    frames = sorted(meta["frames"], key=lambda frame: frame["file_path"])
+    splits = {"train": frames[0::2], "val": frames[1::4], "test": frames[3::4]}
+    for split, chosen in splits.items():
+        (dest / split).mkdir(parents=True)
+        listed = []
+        for frame in chosen:
+            rgb = np.asarray(Image.open(work / frame["file_path"]).convert("RGB"))
+            alpha = np.full(rgb.shape[:2] + (1,), 255, np.uint8)
+            alpha[: rgb.shape[0] // 8] = 0
+            name = Path(frame["file_path"]).stem
+            Image.fromarray(np.concatenate([rgb, alpha], axis=-1), "RGBA").save(dest / split / f"{name}.png")
+            listed.append({"file_path": f"./{split}/{name}", "transform_matrix": frame["transform_matrix"]})
+        angle = 2 * math.atan(meta["w"] / (2 * meta["fl_x"]))
+        (dest / f"transforms_{split}.json").write_text(json.dumps({"camera_angle_x": angle, "frames": listed}))
+    shutil.rmtree(work)
+    return dest
 
 
 def snapshot(root: Path) -> Dict[str, bytes]:

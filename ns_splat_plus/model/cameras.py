@@ -126,7 +126,9 @@ def render_intrinsics(camera: Cameras, scale: float) -> Tuple[torch.Tensor, int,
     """
     fx, fy, cx, cy = (getattr(camera, name).reshape(-1) * scale for name in ("fx", "fy", "cx", "cy"))
     zero, one = torch.zeros_like(fx), torch.ones_like(fx)
-    K = torch.stack((fx, zero, cx, zero, fy, cy, zero, zero, one), dim=-1).view(-1, 3, 3)
+    # float32 as splatfacto's (get_intrinsics_matrices fills a float32 K): nerfstudio's blender parser gives
+    # float64 focal lengths, which gsplat's kernels and the Gaussians' float32 would refuse
+    K = torch.stack((fx, zero, cx, zero, fy, cy, zero, zero, one), dim=-1).view(-1, 3, 3).to(torch.float32)
     size = (camera.metadata or {}).get(HOST_IMAGE_SIZE)
     height, width = size if size is not None else (int(camera.height.reshape(-1)[0]), int(camera.width.reshape(-1)[0]))
     # nerfstudio's floor rounding, in its float32 arithmetic

@@ -1,5 +1,5 @@
 """Issue 50, odd data: an SfM model with no points, photos too small for the resolution schedule, and a
-transforms.json that COLMAP input would refuse. Each ends in one message naming the file or photo and what to
+transforms.json that COLMAP input would refuse; and a NeRF-synthetic scene, which trains. Each ends in one message naming the file or photo and what to
 do (exit status 2, no traceback, no run directory left), or trains where the user asked for what works.
 
 CLI cases run the real ns-train on the small synthetic scene of tests/faults/test_bad_inputs.py.
@@ -16,13 +16,17 @@ import torch
 from clirun import (
     SPARSE,
     TINY_SCENE,
+    assert_ok,
     assert_one_message,
+    blender_scene,
     checkpoints,
+    console_script,
     copy_scene,
     nerfstudio_scene,
     ns_train,
     run_dir,
 )
+from clirun import run as run_command
 from inprocess import run_config, train
 
 from splatbench.scenes import SceneSpec, make_scene
@@ -194,3 +198,30 @@ def test_dataparser_output_checks():
             dataset_checks.check_focal_lengths(names, _Cameras([(8, 8), (8, 8)], focal))
     with pytest.raises(UserInputError, match=r"(?s)photo a.png is missing.*\(and 1 more missing photos\)"):
         dataset_checks.check_photos_exist(names)
+
+
+# --- a NeRF-synthetic scene (blender-data): float64 focal lengths, RGBA photos, no SfM points -------------------
+
+
+@pytest.mark.slow
+def test_blender_scene_trains_and_evaluates(scene, tmp_path):
+    """`ns-train splat-plus --data DIR blender-data`, then `ns-eval`. nerfstudio's blender parser gives float64
+    focal lengths (splatfacto's K is float32 whatever they are; the rasterizers refuse a float64 one), RGBA photos
+    and no SfM points, so the run starts from random Gaussians."""
+    data = blender_scene(scene, tmp_path / "blender")
+    out = tmp_path / "out"
+    # 2,000 random Gaussians instead of 50,000: the CPU's reference rasterizer then takes seconds, not minutes
+    proc = ns_train(data, out, "bl", STEPS, "--pipeline.model.num-random", "2000", dataparser=("blender-data",))
+    assert_ok(proc)
+    assert "starting from random Gaussians" in proc.stdout
+    run = run_dir(out, "bl")
+    assert checkpoints(run)
+    metrics = tmp_path / "metrics.json"
+    assert_ok(
+        run_command(
+            [console_script("ns-eval"), "--load-config", str(run / "config.yml"), "--output-path", str(metrics)]
+        )
+    )
+    results = json.loads(metrics.read_text())["results"]
+    assert results["num_images"] == len(json.loads((data / "transforms_test.json").read_text())["frames"])
+    assert math.isfinite(results["psnr"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
@@ -12,10 +13,10 @@ from nerfstudio.models.splatfacto import SplatfactoModel
 from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, render_intrinsics
 
 
-def _camera(width: int, height: int) -> Cameras:
+def _camera(width: int, height: int, focal_type=float) -> Cameras:
     return Cameras(
         camera_to_worlds=torch.eye(4)[None, :3, :],
-        fx=1111.1, fy=1113.7, cx=width / 2 + 0.3, cy=height / 2 - 0.7,
+        fx=focal_type(1111.1), fy=focal_type(1113.7), cx=width / 2 + 0.3, cy=height / 2 - 0.7,
         width=width, height=height, camera_type=CameraType.PERSPECTIVE,
     )  # fmt: skip
 
@@ -23,14 +24,15 @@ def _camera(width: int, height: int) -> Cameras:
 @pytest.mark.parametrize("size", [(1920, 1080), (1081, 721), (63, 47)])
 @pytest.mark.parametrize("downscale", [1, 2, 4, 8])
 @pytest.mark.parametrize("host_size", [False, True])
-def test_render_intrinsics_are_nerfstudios_rescaled_intrinsics(size, downscale, host_size):
+@pytest.mark.parametrize("focal_type", [float, np.float64])  # np.float64: nerfstudio's blender parser (fx float64)
+def test_render_intrinsics_are_nerfstudios_rescaled_intrinsics(size, downscale, host_size, focal_type):
     width, height = size
-    camera = _camera(width, height)
+    camera = _camera(width, height, focal_type)
     if host_size:  # what SplatPlusDataManager.next_train adds
         camera.metadata = {HOST_IMAGE_SIZE: (height, width)}
     K, W, H = render_intrinsics(camera, 1.0 / downscale)
     # splatfacto's way: rescale in place, read intrinsics and size, rescale back
-    reference = _camera(width, height)
+    reference = _camera(width, height, focal_type)
     reference.rescale_output_resolution(1 / downscale)
     assert (W, H) == (int(reference.width.item()), int(reference.height.item()))
     assert torch.equal(K, reference.get_intrinsics_matrices())
