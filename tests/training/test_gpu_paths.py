@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from clirun import console_script, free_port
+from clirun import blender_scene, console_script, free_port
 from inprocess import assert_bitwise_equal, build_trainer, clone_state, close_writers, small_scene, trainer_config
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
@@ -717,6 +717,34 @@ def test_ns_eval_and_ns_viewer_load_a_cuda_checkpoint(scene, tmp_path):
 
 
 # --- 7. evaluation memory at a real size, LPIPS on ------------------------------------------------------
+
+
+@gpu_only
+@pytest.mark.parametrize("method", ["splat-plus", "splat-plus-lite"])  # the eager step; lite's CUDA graph
+def test_a_blender_scene_trains_on_cuda_and_evaluates(scene, tmp_path, method):
+    """`ns-train <method> --data DIR blender-data` on CUDA, then ns-eval: nerfstudio's blender parser gives float64
+    focal lengths, which gsplat's projection refuses; the model renders with splatfacto's float32 K."""
+    data = blender_scene(scene, tmp_path / "blender")
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
+    env["COLUMNS"] = "200"
+    train = subprocess.run(
+        [
+            console_script("ns-train"), method, "--data", str(data), "--output-dir", str(tmp_path / "out"),
+            "--machine.device-type", "cuda", "--machine.num-devices", "1", "--vis", "tensorboard",
+            "--viewer.quit-on-train-completion", "True", "--max-num-iterations", str(CLI_STEPS), "blender-data",
+        ],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    output = train.stdout + train.stderr
+    assert train.returncode == 0 and "Traceback" not in output, output[-4000:]
+    (config_path,) = (tmp_path / "out").glob("**/config.yml")
+    metrics_path = tmp_path / "eval.json"
+    evaluate = subprocess.run(
+        [console_script("ns-eval"), "--load-config", str(config_path), "--output-path", str(metrics_path)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert evaluate.returncode == 0, (evaluate.stdout + evaluate.stderr)[-4000:]
+    assert math.isfinite(json.loads(metrics_path.read_text())["results"]["psnr"])
 
 
 @gpu_only
