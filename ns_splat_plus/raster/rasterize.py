@@ -156,6 +156,9 @@ def _require_cuda(means: Tensor) -> None:
 
 
 TILE_SIZE = 16  # gsplat.rasterization's default
+MAX_SH_DEGREE = 4
+"""The highest spherical-harmonics degree gsplat 1.4.0 evaluates (its CUDA kernels, and the PyTorch version the
+reference uses): the coefficients of a higher degree would be kept and trained, but never rendered."""
 
 
 def _triton_spherical_harmonics(degree: int, dirs: Tensor, coeffs: Tensor, masks: Tensor) -> Tensor:

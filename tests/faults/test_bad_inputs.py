@@ -85,11 +85,15 @@ def test_impossible_options_each_name_the_option(tmp_path):
         return config
 
     inputs.check_options(config())  # the defaults pass
+    for degree in (0, 4):  # colour only, and the highest degree gsplat renders
+        inputs.check_options(config(pipeline__model__sh_degree=degree))
     cases = [
         ({"max_num_iterations": 0}, "--max-num-iterations"),
         ({"max_num_iterations": -5}, "--max-num-iterations"),
         ({"pipeline__model__refine_every": 0}, "--pipeline.model.refine-every"),
         ({"warmup_steps": -1}, "--warmup-steps"),
+        ({"pipeline__model__sh_degree": -1}, "--pipeline.model.sh-degree must be from 0 to 4, got -1"),
+        ({"pipeline__model__sh_degree": 5}, "--pipeline.model.sh-degree must be from 0 to 4, got 5"),
         ({"pipeline__model__rasterizer": "gsplat"}, "--pipeline.model.rasterizer gsplat needs CUDA"),
     ]
     for changes, needle in cases:
