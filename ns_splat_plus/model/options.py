@@ -23,6 +23,7 @@ from typing import Annotated, Any, Dict, Iterator, Tuple
 import tyro
 
 from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.raster.rasterize import MAX_SH_DEGREE
 from ns_splat_plus.strategy.efficient import EFFICIENT_PREFIX, InstrumentedEfficientStrategy
 from ns_splat_plus.strategy.options import HELP, RANGE, Range, check_option, option_fields
 
@@ -40,9 +41,15 @@ INHERITED_RANGES: Dict[str, Range] = {
     "densify_grad_thresh": Range(low=0),
     "densify_size_thresh": Range(low=0),
     "stop_screen_size_at": Range(low=0, integer=True),
+    "sh_degree": Range(low=0, high=MAX_SH_DEGREE, integer=True),
+    "num_downscales": Range(low=0, integer=True),
+    "resolution_schedule": Range(low=1, integer=True),
+    "ssim_lambda": Range(low=0, high=1),
 }
-"""Valid ranges of the splatfacto options that feed the strategy (nerfstudio's fields; their defaults are
-splatfacto's). ``refine_every`` is checked with the schedule (training/inputs.py)."""
+"""Valid ranges of splatfacto's options (nerfstudio's fields; their defaults are splatfacto's): those that feed the
+strategy; the SH degree (0 to the highest gsplat renders: -1 crashed at initialization, a higher one was trained but
+never rendered); the resolution schedule (0 divided by zero at the first step); the loss's SSIM weight (outside
+[0, 1] one of its terms is maximized). ``refine_every`` is checked with the schedule (training/inputs.py)."""
 
 
 def _prefixed_fields() -> Iterator[Tuple[str, Any, dataclasses.Field]]:

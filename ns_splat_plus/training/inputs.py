@@ -19,7 +19,6 @@ from typing import Iterator, List, Optional
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.options import check_model_options
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
-from ns_splat_plus.raster.rasterize import MAX_SH_DEGREE
 from ns_splat_plus.training import colmap_checks
 
 MAX_WARMUP_STEPS = 1000
@@ -58,13 +57,6 @@ def check_options(config) -> None:
             raise UserInputError(
                 f"--pipeline.model.{name.replace('_', '-')} must be a positive number of steps, got {value}"
             )
-    sh_degree = getattr(model, "sh_degree", 3)
-    if not 0 <= sh_degree <= MAX_SH_DEGREE:
-        raise UserInputError(
-            f"--pipeline.model.sh-degree must be from 0 to {MAX_SH_DEGREE}, got {sh_degree}",
-            f"pass 0 (one colour per Gaussian) to {MAX_SH_DEGREE}, the highest degree gsplat renders "
-            "(splatfacto's default is 3)",
-        )
     check_cameras_per_step(config)
     check_model_options(model)  # every strategy option in its range (model/options.py: beside its definition)
     check_densify_callbacks(model)

@@ -92,8 +92,12 @@ def test_impossible_options_each_name_the_option(tmp_path):
         ({"max_num_iterations": -5}, "--max-num-iterations"),
         ({"pipeline__model__refine_every": 0}, "--pipeline.model.refine-every"),
         ({"warmup_steps": -1}, "--warmup-steps"),
-        ({"pipeline__model__sh_degree": -1}, "--pipeline.model.sh-degree must be from 0 to 4, got -1"),
-        ({"pipeline__model__sh_degree": 5}, "--pipeline.model.sh-degree must be from 0 to 4, got 5"),
+        ({"pipeline__model__sh_degree": -1}, r"--pipeline.model.sh-degree must be an integer in \[0, 4\], got -1"),
+        ({"pipeline__model__sh_degree": 5}, r"--pipeline.model.sh-degree must be an integer in \[0, 4\], got 5"),
+        ({"pipeline__model__resolution_schedule": 0}, "--pipeline.model.resolution-schedule must be an integer >= 1"),
+        ({"pipeline__model__num_downscales": -1}, "--pipeline.model.num-downscales must be an integer >= 0"),
+        ({"pipeline__model__ssim_lambda": 2.0}, r"--pipeline.model.ssim-lambda must be a number in \[0, 1\], got 2.0"),
+        ({"pipeline__model__ssim_lambda": -0.5}, r"--pipeline.model.ssim-lambda must be a number in \[0, 1\]"),
         ({"pipeline__model__rasterizer": "gsplat"}, "--pipeline.model.rasterizer gsplat needs CUDA"),
     ]
     for changes, needle in cases:
