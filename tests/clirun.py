@@ -161,6 +161,13 @@ def ns_train(data: Path, out: Path, name: str, steps: int, *extra: str, **kw) ->
     return run(ns_train_cmd(data, out, name, steps, *extra, **kw))
 
 
+def ns_eval(config_yml: Path, out_json: Path, *extra: str, **kw) -> subprocess.CompletedProcess:
+    """``ns-eval --load-config config_yml --output-path out_json`` (then ``extra``), run as :func:`run` runs it."""
+    return run(
+        [console_script("ns-eval"), "--load-config", str(config_yml), "--output-path", str(out_json), *extra], **kw
+    )
+
+
 def copy_scene(scene: Path, dest: Path) -> Path:
     shutil.copytree(scene, dest)
     return dest

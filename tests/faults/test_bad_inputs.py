@@ -26,6 +26,7 @@ from clirun import (
     cli_env,
     console_script,
     copy_scene,
+    ns_eval,
     ns_train,
     ns_train_cmd,
     run,
@@ -378,10 +379,6 @@ def test_truncated_photo_is_named_when_decoded(scene, tmp_path):
 
 
 # --- 11. ns-eval / ns-export on a run with missing, stray or truncated checkpoints --------------
-
-
-def ns_eval(config_yml: Path, out_json: Path) -> subprocess.CompletedProcess:
-    return run([console_script("ns-eval"), "--load-config", str(config_yml), "--output-path", str(out_json)])
 
 
 def _copy_run(trained: Path, output_dir: Path, data: Optional[Path] = None) -> Path:

@@ -32,6 +32,7 @@ from clirun import (
     console_script,
     copy_scene,
     nerfstudio_scene,
+    ns_eval,
     ns_train,
     ns_train_cmd,
     run,
@@ -243,7 +244,7 @@ def test_read_only_outputs_of_ns_eval_and_ns_export_are_checked_first(trained, r
     config_yml = trained / "config.yml"
     before = snapshot(trained)
     metrics = read_only_dir / "metrics.json"
-    proc = run([console_script("ns-eval"), "--load-config", str(config_yml), "--output-path", str(metrics)])
+    proc = ns_eval(config_yml, metrics)
     output = assert_one_message(proc, f"--output-path {metrics} cannot be written", "What to do", status=2)
     # refused before the checkpoint was loaded and the evaluation ran
     assert "Done loading checkpoint" not in output and "Evaluated" not in output, output[-3000:]
@@ -285,7 +286,7 @@ def test_eval_of_a_run_whose_dataset_was_moved(trained, sixteen_bit_scene, tmp_p
     run = _copy_run(trained, tmp_path / "out", **{"pipeline.datamanager.data": data})
     data.rename(tmp_path / "dataset_renamed")
     before = snapshot(run)
-    proc = run_eval(run / "config.yml", tmp_path / "metrics.json")
+    proc = ns_eval(run / "config.yml", tmp_path / "metrics.json")
     assert_one_message(
         proc,
         f"the dataset of this run, {data}, does not exist",
@@ -296,10 +297,6 @@ def test_eval_of_a_run_whose_dataset_was_moved(trained, sixteen_bit_scene, tmp_p
     assert "AssertionError" not in proc.stdout + proc.stderr
     assert not (tmp_path / "metrics.json").exists()
     assert snapshot(run) == before
-
-
-def run_eval(config_yml: Path, out_json: Path, *extra: str) -> subprocess.CompletedProcess:
-    return run([console_script("ns-eval"), "--load-config", str(config_yml), "--output-path", str(out_json), *extra])
 
 
 def _without_top_level(text: str, key: str) -> str:
@@ -477,7 +474,7 @@ def test_sixteen_bit_photo_is_read_as_eight_bit(trained, sixteen_bit_scene, tmp_
 
     _, expected = sixteen_bit_scene
     renders = tmp_path / "renders"
-    proc = run_eval(trained / "config.yml", tmp_path / "metrics.json", "--render-output-path", str(renders))
+    proc = ns_eval(trained / "config.yml", tmp_path / "metrics.json", "--render-output-path", str(renders))
     assert_ok(proc)
     per_image = json.loads((tmp_path / "metrics.json").read_text())["results"]["per_image"]
     index = next(entry["index"] for entry in per_image if entry["image"].endswith("frame_0000.png"))

@@ -20,13 +20,12 @@ from clirun import (
     assert_one_message,
     blender_scene,
     checkpoints,
-    console_script,
     copy_scene,
     nerfstudio_scene,
+    ns_eval,
     ns_train,
     run_dir,
 )
-from clirun import run as run_command
 from inprocess import run_config, train
 
 from splatbench.scenes import SceneSpec, make_scene
@@ -217,11 +216,7 @@ def test_blender_scene_trains_and_evaluates(scene, tmp_path):
     run = run_dir(out, "bl")
     assert checkpoints(run)
     metrics = tmp_path / "metrics.json"
-    assert_ok(
-        run_command(
-            [console_script("ns-eval"), "--load-config", str(run / "config.yml"), "--output-path", str(metrics)]
-        )
-    )
+    assert_ok(ns_eval(run / "config.yml", metrics))
     results = json.loads(metrics.read_text())["results"]
     assert results["num_images"] == len(json.loads((data / "transforms_test.json").read_text())["frames"])
     assert math.isfinite(results["psnr"])

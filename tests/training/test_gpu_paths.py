@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from clirun import blender_scene, console_script, free_port
+from clirun import assert_ok, blender_scene, console_script, free_port, ns_eval
 from inprocess import assert_bitwise_equal, build_trainer, clone_state, close_writers, small_scene, trainer_config
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
@@ -739,11 +739,7 @@ def test_a_blender_scene_trains_on_cuda_and_evaluates(scene, tmp_path, method):
     assert train.returncode == 0 and "Traceback" not in output, output[-4000:]
     (config_path,) = (tmp_path / "out").glob("**/config.yml")
     metrics_path = tmp_path / "eval.json"
-    evaluate = subprocess.run(
-        [console_script("ns-eval"), "--load-config", str(config_path), "--output-path", str(metrics_path)],
-        capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
-    assert evaluate.returncode == 0, (evaluate.stdout + evaluate.stderr)[-4000:]
+    assert_ok(ns_eval(config_path, metrics_path, env=env))
     assert math.isfinite(json.loads(metrics_path.read_text())["results"]["psnr"])
 
 
