@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Type, Union
 
 import torch
-import tyro
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
 
@@ -88,11 +87,14 @@ class SplatPlusDataManagerConfig(FullImageDatamanagerConfig):
     step's cameras of the same size as its first drawn camera are rendered, the others are skipped for
     that epoch (a step may then render fewer than B). Not with the camera optimizer or bilateral grid;
     the fps sampling strategy is replaced by the seeded permutation."""
-    # nerfstudio's options that splat-plus never reads: kept (a config.yml holds them), hidden from --help
-    cache_images: tyro.conf.Suppress[Literal["cpu", "gpu"]] = "gpu"
-    """Not read: --pipeline.datamanager.image-memory places the train images; eval images stay in host memory."""
-    images_on_gpu: tyro.conf.Suppress[bool] = False
-    """Not read: the train images reach the device through the prefetcher (training/images/prefetch.py)."""
+    # splatfacto's image placement: accepted, so that splatfacto's command lines run, and said to be ignored (in
+    # --help, and at launch where set: training/images/plan.py)
+    cache_images: Literal["cpu", "gpu"] = "gpu"
+    """Ignored by splat-plus (splatfacto's option): train images never live on the GPU, see
+    --pipeline.datamanager.image-memory; eval images stay in host memory."""
+    images_on_gpu: bool = False
+    """Ignored by splat-plus (splatfacto's option): each step's train image is copied to the GPU ahead of the
+    step from host memory or the disk (--pipeline.datamanager.image-memory)."""
 
 
 class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):

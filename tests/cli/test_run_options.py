@@ -193,6 +193,21 @@ def test_ns_train_lite_on_the_cpu_says_why_its_step_is_not_graphed_and_trains(sc
 
 
 @pytest.mark.slow
+def test_splatfactos_image_placement_flags_run_and_are_said_to_be_ignored(scene, tmp_path):
+    """A splatfacto command line with its usual memory flag (and the other placement flag) trains: splat-plus
+    accepts them and says once, under the line about the train images, that it ignores them."""
+    proc = _ns_train(
+        scene, tmp_path, "--pipeline.datamanager.cache-images", "cpu", "--pipeline.datamanager.images-on-gpu", "True"
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    (note,) = [i for i, line in enumerate(lines) if ": ignored (splatfacto's)" in line]
+    assert lines[note].startswith("--pipeline.datamanager.cache-images cpu and --pipeline.datamanager.images-on-gpu")
+    assert lines[note - 1].startswith("Train images: "), lines[note - 1]
+    assert len(_run_dirs(tmp_path)) == 1
+
+
+@pytest.mark.slow
 def test_colour_only_gaussians_train_from_full_white_points(scene, tmp_path):
     """`--pipeline.model.sh-degree 0` (splatfacto's colour-only Gaussians, a sigmoid of ``features_dc``) on a scene
     whose SfM points have full-white channels (255): their logit starts finite, so training runs and saves."""

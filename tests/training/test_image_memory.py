@@ -16,7 +16,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.parallel import camera_for_step
 from ns_splat_plus.training import datamanager as dm_module
 from ns_splat_plus.training.datamanager import SplatPlusDataManagerConfig
-from ns_splat_plus.training.images.plan import choose_image_memory
+from ns_splat_plus.training.images.plan import choose_image_memory, ignored_placement_note
 from ns_splat_plus.training.images.stores import StreamingImageStore
 
 GIB = 1 << 30
@@ -53,6 +53,17 @@ def test_the_option_overrides_the_choice():
     assert choose_image_memory([K4] * 10, 60 * GIB, "auto", dtype="float32").total_bytes == 10 * 2160 * 3840 * 12
     with pytest.raises(ValueError):
         choose_image_memory([K4], GIB, "gpu")
+
+
+def test_splatfactos_placement_options_are_said_to_be_ignored_only_where_set():
+    assert ignored_placement_note("gpu", False) is None  # nerfstudio's defaults: nothing to say
+    line = ignored_placement_note("cpu", False)
+    assert line is not None and line.startswith("--pipeline.datamanager.cache-images cpu: ignored")
+    assert "images-on-gpu" not in line and "--pipeline.datamanager.image-memory" in line
+    both = ignored_placement_note("cpu", True)
+    assert both is not None and both.startswith(
+        "--pipeline.datamanager.cache-images cpu and --pipeline.datamanager.images-on-gpu True: ignored"
+    )
 
 
 # --- the datamanager: the images the camera order asks for, same pixels as nerfstudio's ---------------

@@ -111,6 +111,9 @@ def load_train_images(datamanager):
         )
     if rank == 0:
         CONSOLE.print(plan.describe())
+        ignored = image_plan.ignored_placement_note(config.cache_images, config.images_on_gpu)
+        if ignored is not None:
+            CONSOLE.print(ignored, soft_wrap=True, markup=False)
 
     clock = DecodeClock()
     decode = clock.timed(image_decode.image_decoder(dataset, originals, config.cache_images_type))

@@ -11,7 +11,7 @@ node's memory (the ranks of a node share it).
 
 Entry points: :func:`choose_image_memory` (from the image sizes, the available host memory and
 ``--pipeline.datamanager.image-memory``; its :meth:`ImageMemoryPlan.describe` is the one start-up
-console line), :func:`available_host_bytes` and :func:`default_workers`.
+console line), :func:`available_host_bytes`, :func:`default_workers` and :func:`ignored_placement_note`.
 """
 
 from __future__ import annotations
@@ -61,6 +61,21 @@ class ImageMemoryPlan:
             f"{head}: streaming from disk, {self.workers} workers, {self.buffered} images buffered "
             f"(images need {need}, {avail}{why})"
         )
+
+
+def ignored_placement_note(cache_images: str, images_on_gpu: bool) -> Optional[str]:
+    """One console line where splatfacto's own placement options were set away from their defaults
+    (``--pipeline.datamanager.cache-images cpu``, ``--pipeline.datamanager.images-on-gpu True``): splat-plus
+    accepts them so that splatfacto's command lines run, and says that the plan above decides instead."""
+    given = [f"cache-images {cache_images}"] if cache_images != "gpu" else []
+    given += ["images-on-gpu True"] if images_on_gpu else []
+    if not given:
+        return None
+    options = " and ".join(f"--pipeline.datamanager.{option}" for option in given)
+    return (
+        f"{options}: ignored (splatfacto's). splat-plus keeps train images in host memory or streams them from "
+        "disk, never on the GPU, and copies each step's image ahead of the step (--pipeline.datamanager.image-memory)"
+    )
 
 
 def format_bytes(n: int) -> str:
