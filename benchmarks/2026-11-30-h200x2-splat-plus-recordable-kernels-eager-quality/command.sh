@@ -10,12 +10,13 @@ CUDA_VISIBLE_DEVICES=0 PYTHONPATH=$PWD/splatbench:/tmp/site python3 -m pytest -m
   -k blender -p no:cacheprovider -q --timeout=600 -W ignore
 
 # Call 2: splat-plus eager (A, the default command) against the same with the recordable kernels run eagerly
-# (C: raw/eager_recordable.py sets the model's isect_capacity to 2**25 for every training render: the fixed-capacity
+# (C: the previous folder's raw/eager_recordable.py, run as .gpurun/s78/eager_recordable.py, the same file: it sets the
+# model's isect_capacity to 2**25 for every training render: the fixed-capacity
 # tile lists and Triton's SH, no graph). Plush-dog, 30,000 steps, seeds 2-6, 5 runs each, fixed before any run with
 # the rule in notes.md; five runs at once on each GPU (quality only, timing discarded).
 R=/tmp/iso; mkdir -p $R
 one() {  # gpu arm seed
-  local cmd=(ns-train); [ $2 = C ] && cmd=(python3 raw/eager_recordable.py)
+  local cmd=(ns-train); [ $2 = C ] && cmd=(python3 benchmarks/2026-11-30-h200-plush-dog-lite-budget-growth-and-no-sync-probe/raw/eager_recordable.py)
   CUDA_VISIBLE_DEVICES=$1 "${cmd[@]}" splat-plus --output-dir $R --experiment-name $2$3 --timestamp t --vis tensorboard \
     --viewer.quit-on-train-completion True --steps-per-eval-image 0 --steps-per-eval-batch 0 --steps-per-eval-all-images 0 \
     --machine.seed $3 --pipeline.datamanager.train-cameras-sampling-seed $3 $DOG > $R/$2$3.train.log 2>&1 < /dev/null
