@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 import torch
@@ -158,16 +157,9 @@ def test_ns_eval_cli_writes_nerfstudio_json_with_split_per_image_and_null_lpips(
     config_path = trained.base_dir / "config.yml"
     out = tmp_path / "metrics.json"
     env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
-    from clirun import console_script
+    from clirun import ns_eval
 
-    ns_eval = console_script("ns-eval")
-    proc = subprocess.run(
-        [str(ns_eval), "--load-config", str(config_path), "--output-path", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    proc = ns_eval(config_path, out, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["method_name"] == "splat-plus" and report["checkpoint"].endswith("step-000000029.ckpt")

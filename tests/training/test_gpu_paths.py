@@ -667,10 +667,7 @@ def test_ns_eval_and_ns_viewer_load_a_cuda_checkpoint(scene, tmp_path):
     assert (config_path.parent / "nerfstudio_models" / f"step-{CLI_STEPS - 1:09d}.ckpt").is_file()
 
     metrics_path = tmp_path / "eval.json"
-    evaluate = subprocess.run(
-        [console_script("ns-eval"), "--load-config", str(config_path), "--output-path", str(metrics_path)],
-        capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+    evaluate = ns_eval(config_path, metrics_path, env=env)
     output = evaluate.stdout + evaluate.stderr
     assert evaluate.returncode == 0 and "Traceback" not in output, output[-4000:]
     report = json.loads(metrics_path.read_text())
