@@ -15,7 +15,11 @@ strategy, in gsplat's strategy shape and built by :func:`ns_splat_plus.strategy.
 * prune, as FastGS, ``prune_fraction`` (half) of gsplat's candidates (transparent, too large): those
   with the highest loss-weighted score (FastGS's pruning score, min-max normalised), so that no refine
   empties the scene; and every ``score_prune_every`` refines, every Gaussian whose score is over
-  ``prune_score``. Pruning comes first, so that the freed budget can grow.
+  ``prune_score``. Pruning comes first, so that the freed budget can grow;
+* optionally (``late_prunes``, off by default), after densification stops, FastGS's final pruning: every
+  ``late_prune_every`` refine intervals, ``late_prunes`` times, every Gaussian whose opacity is under
+  ``late_prune_opacity`` or whose score is over ``prune_score`` (FastGS: at 18k, 21k, 24k and 27k of 30k
+  iterations, after densifying until 15k; splatfacto's schedule gives the same steps).
 
 Everything else is :class:`~ns_splat_plus.strategy.default.InstrumentedDefaultStrategy`'s: the
 accumulated 2D gradients (reduced across ranks), opacity resets, the gradient monitor and its
@@ -109,6 +113,19 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
         "At most this fraction of the Gaussians is added per refine (DashGaussian: 0.2; 0: no limit).",
         Range(low=0),
     )
+    late_prunes: int = option(
+        0,
+        "Prunes after densification stops, as FastGS's final pruning (FastGS: 4): every efficient-late-prune-every "
+        "refine intervals after the last refine, the Gaussians whose opacity is under efficient-late-prune-opacity "
+        "or whose loss-weighted score is over efficient-prune-score. 0: none.",
+        Range(low=0, integer=True),
+    )
+    late_prune_every: int = option(
+        30, "Refine intervals between two late prunes (FastGS: 30, 3,000 iterations).", Range(low=1, integer=True)
+    )
+    late_prune_opacity: float = option(
+        0.1, "A late prune removes the Gaussians whose opacity is under this (FastGS: 0.1).", Range(low=0, high=1)
+    )
     views: Optional[RefineViewSource] = field(default=None, repr=False, compare=False)
 
     def initialize_state(self, scene_scale: float = 1.0) -> Dict[str, Any]:
@@ -120,6 +137,16 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
         if state.get(INITIAL_COUNT) is None:
             state[INITIAL_COUNT] = len(params["means"])
         super().step_post_backward(params, optimizers, state, step, info, packed=packed)
+        if self.late_prunes_at(step):
+            self._late_prune(params, optimizers, state, step)
+
+    def late_prunes_at(self, step: int) -> bool:
+        """Whether ``step`` is one of the ``late_prunes`` steps ``k x late_prune_every x refine_every`` after
+        ``refine_stop_iter`` (k = 1, 2, ...)."""
+        if self.late_prunes <= 0 or step <= self.refine_stop_iter:
+            return False
+        since, period = step - self.refine_stop_iter, self.late_prune_every * self.refine_every
+        return since % period == 0 and since // period <= self.late_prunes
 
     def check_cap(self, state: Dict[str, Any], num_gaussians: int) -> None:
         """Refuse (at start-up) a cap below the initial count (``state``'s, on a resumed run; else the
@@ -250,3 +277,57 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
                 }
             )
             self._after_refine_checks(step, stats)
+
+    @torch.no_grad()
+    def _late_prune(self, params, optimizers, state, step: int) -> None:
+        """FastGS's final pruning (``final_prune_fastgs``): the Gaussians under ``late_prune_opacity`` and those whose
+        loss-weighted score is over ``prune_score``, scored on views as at a refine. A prune that would remove every
+        Gaussian is skipped with a warning."""
+        if self.views is None:
+            raise RuntimeError("the efficient strategy's late prune renders training views, and none were attached")
+        started = time.perf_counter()
+        n = len(params["means"])
+        views = sample_views(self.views.num_views(), self.num_views, self.rng_seed, step)
+        scores = multiview_scores(self.views, views, self.loss_thresh, n, params["means"].device)
+        transparent = torch.sigmoid(params["opacities"].flatten()) < self.late_prune_opacity
+        by_score = (scores.pruning_score() > self.prune_score) & ~transparent
+        is_prune = transparent | by_score
+        n_transparent, n_by_score = (int(v) for v in torch.stack((transparent.sum(), by_score.sum())).tolist())
+        n_prune = n_transparent + n_by_score
+        emptied = n_prune == n
+        if 0 < n_prune and not emptied:
+            gsplat_ops.remove(params=params, optimizers=optimizers, state=state, mask=is_prune)
+            maybe_empty_cache(params["means"].device, self.empty_cache_after_refine)
+        if not self.instrumentation:
+            return
+        if emptied:
+            self.log.emit(
+                {
+                    "step": step,
+                    "event": "warning",
+                    "message": f"late prune at step {step} skipped: it would remove all {n} Gaussians "
+                    f"(opacity under --pipeline.model.efficient-late-prune-opacity {self.late_prune_opacity})",
+                }
+            )
+            return
+        self.log.emit(
+            {
+                "step": step,
+                "event": "refine",
+                "strategy": "efficient",
+                "late_prune": True,
+                "duplicated": 0,
+                "split": 0,
+                "pruned": n_prune,
+                "pruned_by_score": n_by_score,
+                "prune_candidates": n_transparent,
+                "num_gaussians_before": n,
+                "num_gaussians": len(params["means"]),
+                "views": views,
+                "view_losses": scores.losses.tolist(),
+                "score_prune": {"applied": True, "threshold": self.prune_score, "pruned": n_by_score},
+                "late_prune_opacity": self.late_prune_opacity,
+                "world_size": collectives.get_world_size(),
+                "seconds": {"total": time.perf_counter() - started},
+            }
+        )

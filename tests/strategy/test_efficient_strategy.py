@@ -192,6 +192,77 @@ def test_screen_size_pruning_waits_for_the_first_opacity_reset_as_gsplats(step):
     assert params["means"][:, 0].tolist() == expected
 
 
+def test_late_prunes_fall_on_fastgs_s_final_pruning_steps():
+    """FastGS's train.py prunes where ``iteration % 3000 == 0 and 15000 < iteration < 30000``; splatfacto's schedule
+    (refines every 100 steps until 15000) with 4 late prunes every 30 refine intervals gives the same steps."""
+    fastgs = [step for step in range(30001) if step % 3000 == 0 and 15000 < step < 30000]
+    late = InstrumentedEfficientStrategy(late_prunes=4, refine_every=100, refine_stop_iter=15000, verbose=False)
+    assert [step for step in range(40001) if late.late_prunes_at(step)] == fastgs == [18000, 21000, 24000, 27000]
+    off = InstrumentedEfficientStrategy(refine_every=100, refine_stop_iter=15000, verbose=False)
+    assert off.late_prunes == 0 and not any(off.late_prunes_at(step) for step in range(40001))
+
+
+def _late_pruning(n, **options):
+    """An efficient strategy with late prunes, its records caught, over ``_gaussians(n)`` covering i pixels each."""
+    params, optimizers = _gaussians(n)
+    efficient = InstrumentedEfficientStrategy(
+        num_views=4, late_prunes=1, refine_every=10, refine_stop_iter=100, instrumentation=True, verbose=False,
+        **options,
+    )  # fmt: skip
+    efficient.views = _KnownScores(torch.arange(n, dtype=torch.float32))
+    records = []
+    efficient.log.add_callback(records.append)
+    state = efficient.initialize_state()
+    state.update(grad2d=torch.zeros(n), count=torch.zeros(n), initial_num_gaussians=n)
+    return params, optimizers, efficient, state, records
+
+
+def test_a_late_prune_removes_the_transparent_and_the_highest_scores():
+    n = 20
+    params, optimizers, efficient, state, records = _late_pruning(n)
+    step = efficient.refine_stop_iter + efficient.late_prune_every * efficient.refine_every
+    assert efficient.late_prunes_at(step)
+    efficient.step_post_backward(params, optimizers, state, step, info={})
+    # 0..3 are transparent (opacity 3e-4 < 0.1); scores i / 19: 18 and 19 are over 0.9
+    kept = list(range(4, 18))
+    assert params["means"][:, 0].tolist() == kept
+    assert all(len(optimizers[k].param_groups[0]["params"][0]) == len(kept) for k in optimizers)
+    assert state["grad2d"].shape == (len(kept),)
+    (record,) = [r for r in records if r["event"] == "refine"]
+    assert record["late_prune"] and record["step"] == step
+    assert (record["pruned"], record["pruned_by_score"], record["prune_candidates"]) == (6, 2, 4)
+    assert (record["num_gaussians_before"], record["num_gaussians"]) == (n, len(kept))
+    efficient.step_post_backward(params, optimizers, state, step + 1, info={})  # not a late-prune step
+    assert len(params["means"]) == len(kept) and len(records) == 1
+
+
+def test_a_late_prune_that_would_remove_every_gaussian_is_skipped_with_a_warning():
+    n = 20
+    params, optimizers, efficient, state, records = _late_pruning(n, late_prune_opacity=1.0)
+    efficient._late_prune(params, optimizers, state, step=400)
+    assert len(params["means"]) == n
+    (record,) = records
+    assert record["event"] == "warning" and "would remove all 20 Gaussians" in record["message"]
+
+
+def test_late_prunes_run_in_training_after_the_last_refine(scene, tmp_path):
+    config = _config(scene, tmp_path, steps=56, efficient_late_prunes=2, efficient_late_prune_every=1)
+    config.pipeline.model.stop_split_at = 31  # the last refine at step 30
+    trainer = build_trainer(config)
+    trainer.train()
+    close_writers()
+    model = trainer.pipeline.model
+    refines = [r for r in _records(trainer) if r["event"] == "refine"]
+    late = [r for r in refines if r.get("late_prune")]
+    stop, every = model.strategy.refine_stop_iter, model.strategy.refine_every
+    assert [r["step"] for r in late] == [stop + every, stop + 2 * every] == [41, 51]
+    assert max(r["step"] for r in refines if not r.get("late_prune")) < stop
+    assert all(r["num_gaussians"] == r["num_gaussians_before"] - r["pruned"] for r in late)
+    assert sum(r["pruned"] for r in late) > 0, late
+    assert late[-1]["num_gaussians"] == model.num_points
+    assert all(torch.isfinite(p).all() for p in model.gauss_params.values())
+
+
 def test_budget_grows_with_the_resolution_schedule():
     kwargs = dict(initial=1000, cap=7000, refine_stop_iter=15000, refine_every=100)
     assert gaussian_budget(0, downscale=4, **kwargs) == 1000 + 6000 // 16
@@ -363,9 +434,12 @@ def test_torchrun_two_cpu_ranks_stay_identical_through_efficient_refines(tmp_pat
         "--experiment-name", "dp", "--timestamp", "run", "--machine.device-type", "cpu", "--vis", "tensorboard",
         "--viewer.quit-on-train-completion", "True", "--logging.local-writer.enable", "False",
         "--steps-scaler", "1", "--pipeline.datamanager.cameras-per-step", str(cameras_per_step),
-        # scaled for W x B cameras per step: 30 steps, a refine every 5 from step 5
-        "--max-num-iterations", str(30 * batch), "--pipeline.model.num-downscales", "0",
+        # scaled for W x B cameras per step: 35 steps, a refine every 5 from step 5 (after the opacity reset's pause)
+        # until step 26, then a late prune at 31
+        "--max-num-iterations", str(35 * batch), "--pipeline.model.num-downscales", "0",
         "--pipeline.model.warmup-length", str(5 * batch), "--pipeline.model.refine-every", str(5 * batch),
+        "--pipeline.model.stop-split-at", str(26 * batch), "--pipeline.model.efficient-late-prunes", "1",
+        "--pipeline.model.efficient-late-prune-every", "1",
         "--pipeline.model.efficient-num-views", "5", "--data-parallel.replica-check-every", "5", "colmap",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -379,6 +453,7 @@ def test_torchrun_two_cpu_ranks_stay_identical_through_efficient_refines(tmp_pat
     assert all(len(r["views"]) == 5 and len(r["view_losses"]) == 5 for r in refines)
     assert all(loss > 0 for r in refines for loss in r["view_losses"])  # every sampled view was rendered
     assert any(r["duplicated"] + r["split"] + r["pruned"] > 0 for r in refines)
+    assert [r["step"] for r in refines if r.get("late_prune")] == [31] and refines[-1]["late_prune"]
     # both ranks hold identical parameters at the end, and the replica checks passed along the way
     assert ranks[0]["final_num_gaussians"] == ranks[1]["final_num_gaussians"] == refines[-1]["num_gaussians"]
     assert ranks[0]["final_checksum"] == ranks[1]["final_checksum"]

@@ -42,7 +42,7 @@ def _other_value(field: dataclasses.Field):
 
 
 def test_every_efficient_option_is_a_model_config_field_made_from_its_definition():
-    assert len(EFFICIENT) == 9  # num_views ... max_growth_per_refine; a new one joins here on its own
+    assert len(EFFICIENT) == 12  # num_views ... late_prune_opacity; a new one joins here on its own
     model_fields = {f.name: f for f in dataclasses.fields(SplatPlusModelConfig)}
     for field in EFFICIENT:
         made = model_fields[EFFICIENT_PREFIX + field.name]
