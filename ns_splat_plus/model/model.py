@@ -215,7 +215,9 @@ class SplatPlusModel(SplatfactoModel):
 
             self.refine_views = RefineViews(self, training_callback_attributes.pipeline.datamanager)
             self.strategy.views = self.refine_views
-            self.strategy.check_cap(self.strategy_state, self.num_points)  # training only, not ns-eval / ns-viewer
+        check_cap = getattr(self.strategy, "check_cap", None)  # the efficient and MCMC strategies' Gaussian caps
+        if check_cap is not None:
+            check_cap(self.strategy_state, self.num_points)  # training only, not ns-eval / ns-viewer
         return super().get_training_callbacks(training_callback_attributes)
 
     def set_cameras_per_step(self, cameras_per_step: int) -> None:

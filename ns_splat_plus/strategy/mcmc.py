@@ -16,6 +16,7 @@ from gsplat.strategy import MCMCStrategy
 from gsplat.strategy import ops as gsplat_ops
 
 from ns_splat_plus import upstream
+from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.strategy.mcmc_torch import inject_noise_torch, relocate_torch, sample_add_torch
 from ns_splat_plus.strategy.monitor import GradientMonitor, maybe_empty_cache, seeded_rng
@@ -30,6 +31,17 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
 
     def initialize_state(self, scene_scale: float = 1.0) -> Dict[str, Any]:
         return super().initialize_state()
+
+    def check_cap(self, state: Dict[str, Any], num_gaussians: int) -> None:
+        """Refuse (at start-up) a cap below the ``num_gaussians`` the run starts from: MCMC relocates and adds,
+        never removes, so the run would hold more Gaussians than the cap it was given, silently."""
+        if self.cap_max < num_gaussians:
+            raise UserInputError(
+                f"--pipeline.model.max-gs-num {self.cap_max} is below the {num_gaussians} Gaussians this run starts "
+                "from: MCMC never removes Gaussians, so the cap could never hold",
+                f"pass --pipeline.model.max-gs-num {num_gaussians} or more, or start from fewer Gaussians "
+                "(--pipeline.model.random-init True --pipeline.model.num-random N)",
+            )
 
     def step_pre_backward(self, params, optimizers, state, step, info) -> None:
         means2d = info.get("means2d")

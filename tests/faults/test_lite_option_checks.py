@@ -45,18 +45,20 @@ def scene(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "option, value, needle",
+    "method, option, value, needle",
     [
-        ("efficient-num-views", "0", "--pipeline.model.efficient-num-views must be an integer >= 1, got 0"),
-        ("efficient-max-gaussians", "10", "--pipeline.model.efficient-max-gaussians 10 is below the 200 Gaussians"),
+        ("splat-plus-lite", "efficient-num-views", "0", "--pipeline.model.efficient-num-views must be an integer >= 1, got 0"),
+        ("splat-plus-lite", "efficient-max-gaussians", "10", "--pipeline.model.efficient-max-gaussians 10 is below the 200 Gaussians"),
+        ("splat-plus-mcmc", "max-gs-num", "10", "--pipeline.model.max-gs-num 10 is below the 200 Gaussians"),
     ],
-)
-def test_lite_refuses_a_bad_option_with_one_message(scene, tmp_path, option, value, needle):
+)  # fmt: skip
+def test_lite_refuses_a_bad_option_with_one_message(scene, tmp_path, method, option, value, needle):
     """A range checked at launch (every one goes through the same check: the others, a NaN included, in
-    test_check_options_refuses_a_strategy_option_out_of_range above) and the cap checked at set-up."""
+    test_check_options_refuses_a_strategy_option_out_of_range above) and the caps checked at set-up (lite's
+    budget; splat-plus-mcmc's, which MCMC never prunes down to)."""
     cmd = ns_train_cmd(scene, tmp_path, "lite", 5, f"--pipeline.model.{option}", value)
-    cmd[cmd.index("splat-plus")] = "splat-plus-lite"
+    cmd[cmd.index("splat-plus")] = method
     output = assert_one_message(run(cmd), needle, status=2)
     assert sum(needle in line for line in output.splitlines()) == 1, output  # said once
-    left = sorted(str(p) for p in tmp_path.rglob("*") if not p.is_dir())  # set-up may leave lite/splat-plus-lite/
-    assert not left and not (tmp_path / "lite" / "splat-plus-lite" / "run").exists(), left
+    left = sorted(str(p) for p in tmp_path.rglob("*") if not p.is_dir())  # set-up may leave lite/<method>/
+    assert not left and not (tmp_path / "lite" / method / "run").exists(), left

@@ -18,7 +18,7 @@ from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.method import splat_plus, splat_plus_lite
 from ns_splat_plus.model import SplatPlusModelConfig
 from ns_splat_plus.model.options import INHERITED_RANGES, check_model_options, model_option_ranges
-from ns_splat_plus.strategy import StrategyOptions, build_strategy
+from ns_splat_plus.strategy import InstrumentedMCMCStrategy, StrategyOptions, build_strategy
 from ns_splat_plus.strategy.build import start_settings
 from ns_splat_plus.strategy.efficient import EFFICIENT_PREFIX, INITIAL_COUNT, InstrumentedEfficientStrategy
 from ns_splat_plus.strategy.options import HELP, Range, check_option, option_fields, range_of
@@ -271,3 +271,15 @@ def test_a_cap_below_the_initial_count_is_refused_and_names_both():
     InstrumentedEfficientStrategy(max_gaussians=0).check_cap(state, 500)  # 0: (1 + budget-growth) x the count
     state[INITIAL_COUNT] = 80  # a resumed run: the count it started from, not the one it has now
     strategy.check_cap(state, 500)
+
+
+def test_an_mcmc_cap_below_the_count_is_refused_and_names_both():
+    """MCMC relocates and adds, never removes: a --pipeline.model.max-gs-num below the count could never hold."""
+    mcmc = InstrumentedMCMCStrategy(cap_max=100)
+    state = mcmc.initialize_state()
+    with pytest.raises(UserInputError) as info:
+        mcmc.check_cap(state, 500)
+    message = str(info.value)
+    assert "--pipeline.model.max-gs-num 100 is below the 500 Gaussians" in message
+    assert "What to do: pass --pipeline.model.max-gs-num 500 or more" in message and info.value.exit_status == 2
+    mcmc.check_cap(state, 100)  # equal: nothing is added, and the cap holds
