@@ -215,7 +215,7 @@ class SplatPlusModel(SplatfactoModel):
 
             self.refine_views = RefineViews(self, training_callback_attributes.pipeline.datamanager)
             self.strategy.views = self.refine_views
-        check_cap = getattr(self.strategy, "check_cap", None)  # the efficient and MCMC strategies' Gaussian caps
+        check_cap = getattr(self.strategy, "check_cap", None)  # the efficient strategy's cap (refused), MCMC's (said)
         if check_cap is not None:
             check_cap(self.strategy_state, self.num_points)  # training only, not ns-eval / ns-viewer
         return super().get_training_callbacks(training_callback_attributes)

@@ -14,9 +14,9 @@ from typing import Any, Dict, Optional
 import torch
 from gsplat.strategy import MCMCStrategy
 from gsplat.strategy import ops as gsplat_ops
+from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import upstream
-from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.strategy.mcmc_torch import inject_noise_torch, relocate_torch, sample_add_torch
 from ns_splat_plus.strategy.monitor import GradientMonitor, maybe_empty_cache, seeded_rng
@@ -33,14 +33,16 @@ class InstrumentedMCMCStrategy(GradientMonitor, MCMCStrategy):
         return super().initialize_state()
 
     def check_cap(self, state: Dict[str, Any], num_gaussians: int) -> None:
-        """Refuse (at start-up) a cap below the ``num_gaussians`` the run starts from: MCMC relocates and adds,
-        never removes, so the run would hold more Gaussians than the cap it was given, silently."""
-        if self.cap_max < num_gaussians:
-            raise UserInputError(
+        """Say once (rank 0, at start-up) where the cap is below the ``num_gaussians`` the run starts from: MCMC
+        relocates and adds, never removes, so the run keeps them all and adds none. Not refused: splatfacto-mcmc
+        trains such a scene (a point cloud over the default cap of a million) the same way."""
+        if self.cap_max < num_gaussians and collectives.get_rank() == 0:
+            CONSOLE.print(
                 f"--pipeline.model.max-gs-num {self.cap_max} is below the {num_gaussians} Gaussians this run starts "
-                "from: MCMC never removes Gaussians, so the cap could never hold",
-                f"pass --pipeline.model.max-gs-num {num_gaussians} or more, or start from fewer Gaussians "
-                "(--pipeline.model.random-init True --pipeline.model.num-random N)",
+                f"from: MCMC never removes Gaussians, so it keeps all {num_gaussians} and adds none (raise it to let "
+                "MCMC add Gaussians)",
+                soft_wrap=True,
+                markup=False,
             )
 
     def step_pre_backward(self, params, optimizers, state, step, info) -> None:

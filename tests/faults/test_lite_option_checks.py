@@ -7,6 +7,7 @@ The ranges themselves are tested in tests/strategy/test_option_definitions.py; h
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -49,16 +50,31 @@ def scene(tmp_path_factory) -> Path:
     [
         ("splat-plus-lite", "efficient-num-views", "0", "--pipeline.model.efficient-num-views must be an integer >= 1, got 0"),
         ("splat-plus-lite", "efficient-max-gaussians", "10", "--pipeline.model.efficient-max-gaussians 10 is below the 200 Gaussians"),
-        ("splat-plus-mcmc", "max-gs-num", "10", "--pipeline.model.max-gs-num 10 is below the 200 Gaussians"),
     ],
 )  # fmt: skip
 def test_lite_refuses_a_bad_option_with_one_message(scene, tmp_path, method, option, value, needle):
     """A range checked at launch (every one goes through the same check: the others, a NaN included, in
-    test_check_options_refuses_a_strategy_option_out_of_range above) and the caps checked at set-up (lite's
-    budget; splat-plus-mcmc's, which MCMC never prunes down to)."""
+    test_check_options_refuses_a_strategy_option_out_of_range above) and the cap checked at set-up."""
     cmd = ns_train_cmd(scene, tmp_path, "lite", 5, f"--pipeline.model.{option}", value)
     cmd[cmd.index("splat-plus")] = method
     output = assert_one_message(run(cmd), needle, status=2)
     assert sum(needle in line for line in output.splitlines()) == 1, output  # said once
     left = sorted(str(p) for p in tmp_path.rglob("*") if not p.is_dir())  # set-up may leave lite/<method>/
     assert not left and not (tmp_path / "lite" / method / "run").exists(), left
+
+
+@pytest.mark.slow
+def test_mcmc_under_a_cap_below_its_start_trains_and_says_so_once(scene, tmp_path):
+    """splat-plus-mcmc with --pipeline.model.max-gs-num under the 200 SfM points: one line, then it trains keeping
+    every Gaussian and adding none (MCMC never removes one), as splatfacto-mcmc would."""
+    cmd = ns_train_cmd(scene, tmp_path, "mcmc", 30, "--pipeline.model.max-gs-num", "10",
+                       "--pipeline.model.warmup-length", "5", "--pipeline.model.refine-every", "5")  # fmt: skip
+    cmd[cmd.index("splat-plus")] = "splat-plus-mcmc"
+    proc = run(cmd)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    note = "--pipeline.model.max-gs-num 10 is below the 200 Gaussians this run starts from"
+    assert proc.stdout.count(note) == 1, proc.stdout[-3000:]
+    run_dir = tmp_path / "mcmc" / "splat-plus-mcmc" / "run"
+    records = [json.loads(line) for line in (run_dir / "densification.jsonl").read_text().splitlines()]
+    refines = [r for r in records if r["event"] == "refine"]
+    assert refines and all(r["added"] == 0 and r["num_gaussians"] == 200 for r in refines), refines
