@@ -14,10 +14,10 @@ import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Iterable, Iterator, List, Optional
 
 from ns_splat_plus.errors import UserInputError
-from ns_splat_plus.model.options import check_model_options
+from ns_splat_plus.model.options import check_model_options, flag
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
 from ns_splat_plus.training import colmap_checks
 
@@ -94,6 +94,24 @@ def check_viewer_ports(config) -> None:
                 f"--viewer.{option.replace('_', '-')} {port} is not a TCP port",
                 "pass a port from 1 to 65535 (the viewer's default is 7007), or leave the option out",
             )
+
+
+def check_strategy_options(model, given: Iterable[str]) -> None:
+    """Refuse the efficient strategy's options given on the command line (``given``: model-config field names) when
+    this run densifies with another strategy (``model``: a SplatPlusModelConfig): they would do nothing."""
+    from ns_splat_plus.strategy.efficient import EFFICIENT_PREFIX
+
+    strategy = getattr(model, "strategy", "default")
+    unused = sorted(name for name in given if name.startswith(EFFICIENT_PREFIX))
+    if strategy == "efficient" or not unused:
+        return
+    options = " and ".join(flag(name) for name in unused)
+    raise UserInputError(
+        f"{options} {'is an option' if len(unused) == 1 else 'are options'} of --pipeline.model.strategy efficient, "
+        f"but this run densifies with --pipeline.model.strategy {strategy}: "
+        f"{'it' if len(unused) == 1 else 'they'} would do nothing",
+        "add --pipeline.model.strategy efficient (splat-plus-lite's), or leave out the efficient-* options",
+    )
 
 
 def check_cameras_per_step(config) -> None:

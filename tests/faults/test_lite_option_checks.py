@@ -39,6 +39,25 @@ def test_check_options_refuses_a_strategy_option_out_of_range(name, value, says)
     assert info.value.exit_status == 2
 
 
+def test_efficient_options_typed_for_another_strategy_are_refused():
+    """An efficient-* option on the command line of a run that densifies otherwise would do nothing: one message. The
+    same options under the efficient strategy, or not typed (a preset's values, lite's), pass."""
+    config = splat_plus_lite_trainer_config()
+    model = config.pipeline.model
+    inputs.check_strategy_options(model, {"efficient_late_prunes"})  # lite: the efficient strategy
+    model.strategy = "default"
+    inputs.check_strategy_options(model, set())  # lite's preset values, not typed: nothing to say
+    inputs.check_strategy_options(model, {"cull_alpha_thresh"})  # not an efficient-* option
+    with pytest.raises(UserInputError) as info:
+        inputs.check_strategy_options(model, {"efficient_num_views", "efficient_late_prunes"})
+    message = str(info.value)
+    assert message.startswith(
+        "--pipeline.model.efficient-late-prunes and --pipeline.model.efficient-num-views are options of "
+        "--pipeline.model.strategy efficient, but this run densifies with --pipeline.model.strategy default"
+    ), message
+    assert "What to do: add --pipeline.model.strategy efficient" in message and info.value.exit_status == 2
+
+
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory) -> Path:
     return make_scene(tmp_path_factory.mktemp("scene"), TINY_SCENE)  # 200 SfM points: 200 initial Gaussians
@@ -50,11 +69,13 @@ def scene(tmp_path_factory) -> Path:
     [
         ("splat-plus-lite", "efficient-num-views", "0", "--pipeline.model.efficient-num-views must be an integer >= 1, got 0"),
         ("splat-plus-lite", "efficient-max-gaussians", "10", "--pipeline.model.efficient-max-gaussians 10 is below the 200 Gaussians"),
+        ("splat-plus", "efficient-late-prunes", "4", "--pipeline.model.efficient-late-prunes is an option of --pipeline.model.strategy efficient, but this run densifies with --pipeline.model.strategy default"),
     ],
 )  # fmt: skip
 def test_lite_refuses_a_bad_option_with_one_message(scene, tmp_path, method, option, value, needle):
     """A range checked at launch (every one goes through the same check: the others, a NaN included, in
-    test_check_options_refuses_a_strategy_option_out_of_range above) and the cap checked at set-up."""
+    test_check_options_refuses_a_strategy_option_out_of_range above), the cap checked at set-up, and an efficient-*
+    option typed for splat-plus (the default strategy)."""
     cmd = ns_train_cmd(scene, tmp_path, "lite", 5, f"--pipeline.model.{option}", value)
     cmd[cmd.index("splat-plus")] = method
     output = assert_one_message(run(cmd), needle, status=2)
