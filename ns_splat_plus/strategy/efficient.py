@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 from gsplat.strategy import ops as gsplat_ops
@@ -140,9 +140,13 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
         if self.late_prunes_at(step):
             self._late_prune(params, optimizers, state, step)
 
+    def late_prune_steps(self) -> List[int]:
+        """The ``late_prunes`` steps ``k x late_prune_every x refine_every`` after ``refine_stop_iter`` (k = 1, 2, ...)."""
+        period = self.late_prune_every * self.refine_every
+        return [self.refine_stop_iter + k * period for k in range(1, self.late_prunes + 1)]
+
     def late_prunes_at(self, step: int) -> bool:
-        """Whether ``step`` is one of the ``late_prunes`` steps ``k x late_prune_every x refine_every`` after
-        ``refine_stop_iter`` (k = 1, 2, ...)."""
+        """Whether ``step`` is one of :meth:`late_prune_steps` (without listing them: called every step)."""
         if self.late_prunes <= 0 or step <= self.refine_stop_iter:
             return False
         since, period = step - self.refine_stop_iter, self.late_prune_every * self.refine_every

@@ -10,7 +10,7 @@ scaled resolution schedule), so they are right for every method, rank count and 
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 from ns_splat_plus.upstream import TrainerLike
 
@@ -46,10 +46,12 @@ def short_run_notes(
     num_downscales: int,
     resolution_schedule: int,
     refine_horizon: int,
+    late_prune_steps: Sequence[int] = (),
 ) -> List[str]:
     """One line per part of the schedule that this run's steps [start_step, max_num_iterations) never
-    reach: the first refine (``refines_at``: the strategy's condition; None: no strategy), and the end
-    of the resolution schedule (full resolution from step num_downscales x resolution_schedule).
+    reach: the first refine (``refines_at``: the strategy's condition; None: no strategy), the end
+    of the resolution schedule (full resolution from step num_downscales x resolution_schedule), and
+    the efficient strategy's late prunes (``late_prune_steps``) that fall after the last step.
     ``refine_horizon``: how far past the last step to look for the refine the run misses."""
     last = max_num_iterations - 1
     if last < start_step:
@@ -75,6 +77,14 @@ def short_run_notes(
             f"at {trains} resolution (lower --pipeline.model.resolution-schedule or --pipeline.model.num-downscales, "
             "or raise --max-num-iterations)"
         )
+    missed_prunes = [step for step in late_prune_steps if step > last]
+    if missed_prunes:
+        steps = ", ".join(str(step) for step in missed_prunes)
+        notes.append(
+            f"Short run: {len(missed_prunes)} of the {len(late_prune_steps)} late prunes (at {steps}) "
+            f"{'falls' if len(missed_prunes) == 1 else 'fall'} after the last step {last} (lower "
+            "--pipeline.model.efficient-late-prune-every, or raise --max-num-iterations)"
+        )
     return notes
 
 
@@ -86,6 +96,7 @@ def notes_for_trainer(trainer: TrainerLike) -> List[str]:
     config = model.config
     strategy = getattr(model, "strategy", None)
     refines_at = getattr(strategy, "refines_at", None)
+    late_prune_steps = getattr(strategy, "late_prune_steps", None)  # the efficient strategy's
     return short_run_notes(
         refines_at,
         upstream.start_step(trainer),
@@ -93,4 +104,5 @@ def notes_for_trainer(trainer: TrainerLike) -> List[str]:
         int(getattr(config, "num_downscales", 0)),
         int(getattr(config, "resolution_schedule", 1)),
         refine_horizon=max(1, int(getattr(config, "stop_split_at", 0) or 0)),
+        late_prune_steps=late_prune_steps() if late_prune_steps is not None else (),
     )

@@ -198,6 +198,7 @@ def test_late_prunes_fall_on_fastgs_s_final_pruning_steps():
     fastgs = [step for step in range(30001) if step % 3000 == 0 and 15000 < step < 30000]
     late = InstrumentedEfficientStrategy(late_prunes=4, refine_every=100, refine_stop_iter=15000, verbose=False)
     assert [step for step in range(40001) if late.late_prunes_at(step)] == fastgs == [18000, 21000, 24000, 27000]
+    assert late.late_prune_steps() == fastgs  # the list the short-run note reads
     off = InstrumentedEfficientStrategy(refine_every=100, refine_stop_iter=15000, verbose=False)
     assert off.late_prunes == 0 and not any(off.late_prunes_at(step) for step in range(40001))
 
@@ -246,9 +247,16 @@ def test_a_late_prune_that_would_remove_every_gaussian_is_skipped_with_a_warning
 
 
 def test_late_prunes_run_in_training_after_the_last_refine(scene, tmp_path):
-    config = _config(scene, tmp_path, steps=56, efficient_late_prunes=2, efficient_late_prune_every=1)
+    config = _config(scene, tmp_path, steps=56, efficient_late_prunes=3, efficient_late_prune_every=1)
     config.pipeline.model.stop_split_at = 31  # the last refine at step 30
     trainer = build_trainer(config)
+    from ns_splat_plus.training import short_run
+
+    # the third late prune (61) is past the last step (55): the start-up says so
+    assert [n for n in short_run.notes_for_trainer(trainer) if "late prunes" in n] == [
+        "Short run: 1 of the 3 late prunes (at 61) falls after the last step 55 (lower "
+        "--pipeline.model.efficient-late-prune-every, or raise --max-num-iterations)"
+    ]
     trainer.train()
     close_writers()
     model = trainer.pipeline.model

@@ -26,3 +26,12 @@ def test_a_run_that_reaches_both_says_nothing_and_a_partial_one_names_its_range(
     assert len(notes) == 1 and "this run trains at 1/4 to 1/2 resolution" in notes[0]
     # refinement over (a resumed run past its stop): no note about a refine that will never come
     assert short_run_notes(splatfacto_refines, 20000, 20010, 0, 3000, 15000) == []
+
+
+def test_late_prunes_after_the_last_step_are_named():
+    """The efficient strategy's late prunes (FastGS's final pruning) that a run's steps do not reach."""
+    late = [6020, 7040, 8060, 9080]  # splat-plus-lite's with --pipeline.model.efficient-late-prunes 4
+    assert short_run_notes(None, 0, 10000, 0, 3000, 5000, late_prune_steps=late) == []
+    (note,) = short_run_notes(None, 0, 8000, 0, 3000, 5000, late_prune_steps=late)
+    assert note.startswith("Short run: 2 of the 4 late prunes (at 8060, 9080) fall after the last step 7999 ("), note
+    assert short_run_notes(None, 0, 8000, 0, 3000, 5000) == []  # no late prunes asked for
