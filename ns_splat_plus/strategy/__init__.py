@@ -17,6 +17,7 @@ from ns_splat_plus.strategy.build import (
     attach_to_trainer,
     build_strategy,
     options_given,
+    owning_strategy,
     strategy_name,
 )
 from ns_splat_plus.strategy.default import InstrumentedDefaultStrategy
@@ -42,6 +43,7 @@ __all__ = [
     "MCMC_RECIPE",
     "apply_mcmc_recipe",
     "options_given",
+    "owning_strategy",
     "DensificationLog",
     "GradientMonitor",
     "InstrumentedDefaultStrategy",

@@ -9,7 +9,7 @@ directory, the viewer panel's callbacks, the ``start`` record).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Literal, Mapping, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from gsplat.strategy import MCMCStrategy
 
@@ -43,6 +43,19 @@ InstrumentedStrategy = Union[InstrumentedDefaultStrategy, InstrumentedMCMCStrate
 
 MCMC_RECIPE = {"cull_alpha_thresh": 0.005, "stop_split_at": 25000}
 """nerfstudio's splatfacto-mcmc recipe (``splat-plus-mcmc``): relocate at opacity <= 0.005, refine until 25000."""
+MCMC_OPTIONS = ("max_gs_num", "noise_lr", "mcmc_opacity_reg", "mcmc_scale_reg")
+"""The model-config fields only ``--pipeline.model.strategy mcmc`` reads (its cap, noise and the loss's regularisers)."""
+STRATEGY_PRESETS = {"efficient": "splat-plus-lite", "mcmc": "splat-plus-mcmc"}
+"""The method that densifies with each strategy that has options of its own."""
+
+
+def owning_strategy(name: str) -> Optional[str]:
+    """The strategy whose option model-config field ``name`` is (``efficient`` or ``mcmc``); None: any strategy's."""
+    if name.startswith(EFFICIENT_PREFIX):
+        return "efficient"
+    return "mcmc" if name in MCMC_OPTIONS else None
+
+
 SPLATFACTO_VALUES = {"cull_alpha_thresh": 0.1, "stop_split_at": 15000}
 """The same options in splatfacto's recipe (``splat-plus``): 0.1 is the initial opacity, 20x the MCMC recipe's."""
 

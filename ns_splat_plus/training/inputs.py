@@ -97,20 +97,24 @@ def check_viewer_ports(config) -> None:
 
 
 def check_strategy_options(model, given: Iterable[str]) -> None:
-    """Refuse the efficient strategy's options given on the command line (``given``: model-config field names) when
-    this run densifies with another strategy (``model``: a SplatPlusModelConfig): they would do nothing."""
-    from ns_splat_plus.strategy.efficient import EFFICIENT_PREFIX
+    """Refuse options of one strategy given on the command line (``given``: model-config field names) when this run
+    densifies with another (``model``: a SplatPlusModelConfig): the efficient strategy's ``efficient-*`` options and
+    MCMC's (:data:`~ns_splat_plus.strategy.build.MCMC_OPTIONS`) would do nothing."""
+    from ns_splat_plus.strategy.build import STRATEGY_PRESETS, owning_strategy
 
     strategy = getattr(model, "strategy", "default")
-    unused = sorted(name for name in given if name.startswith(EFFICIENT_PREFIX))
-    if strategy == "efficient" or not unused:
+    owners = {name: owner for name in given if (owner := owning_strategy(name)) is not None and owner != strategy}
+    if not owners:
         return
+    owner = owners[min(owners)]
+    unused = sorted(name for name in owners if owners[name] == owner)  # one strategy's options per message
     options = " and ".join(flag(name) for name in unused)
     raise UserInputError(
-        f"{options} {'is an option' if len(unused) == 1 else 'are options'} of --pipeline.model.strategy efficient, "
+        f"{options} {'is an option' if len(unused) == 1 else 'are options'} of --pipeline.model.strategy {owner}, "
         f"but this run densifies with --pipeline.model.strategy {strategy}: "
         f"{'it' if len(unused) == 1 else 'they'} would do nothing",
-        "add --pipeline.model.strategy efficient (splat-plus-lite's), or leave out the efficient-* options",
+        f"add --pipeline.model.strategy {owner} ({STRATEGY_PRESETS[owner]}'s), or leave "
+        f"{'it' if len(unused) == 1 else 'them'} out",
     )
 
 

@@ -26,7 +26,6 @@ from ns_splat_plus import evaluation, strategy, upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import DataParallelConfig, RankMonitor, SplatPlusMachineConfig, collectives, roll_call
 from ns_splat_plus.parallel.launch import prepare_launch, setup_process
-from ns_splat_plus.strategy.efficient import EFFICIENT_PREFIX
 from ns_splat_plus.training import (
     checkpoint,
     console,
@@ -121,10 +120,10 @@ class SplatPlusTrainerConfig(TrainerConfig):
             if loaded
             else strategy.options_given(sys.argv, "pipeline.model", strategy.MCMC_RECIPE),
         )
-        if not loaded:  # a saved config's efficient-* options are the file's, not typed
-            with exit_on_user_error():
-                efficient = [f.name for f in dataclasses.fields(model) if f.name.startswith(EFFICIENT_PREFIX)]
-                inputs.check_strategy_options(model, strategy.options_given(sys.argv, "pipeline.model", efficient))
+        if not loaded:  # a saved config's options are the file's, not typed
+            with exit_on_user_error():  # one strategy's options typed for another
+                owned = [f.name for f in dataclasses.fields(model) if strategy.owning_strategy(f.name) is not None]
+                inputs.check_strategy_options(model, strategy.options_given(sys.argv, "pipeline.model", owned))
         prepare_launch(self)
         with exit_on_user_error():  # cameras-per-step auto is a number now: what B > 1 does not work with
             inputs.check_cameras_per_step(self)

@@ -39,15 +39,15 @@ def test_check_options_refuses_a_strategy_option_out_of_range(name, value, says)
     assert info.value.exit_status == 2
 
 
-def test_efficient_options_typed_for_another_strategy_are_refused():
-    """An efficient-* option on the command line of a run that densifies otherwise would do nothing: one message. The
-    same options under the efficient strategy, or not typed (a preset's values, lite's), pass."""
+def test_one_strategys_options_typed_for_another_are_refused():
+    """An efficient-* or MCMC option on the command line of a run that densifies otherwise would do nothing: one
+    message. The same options under their strategy, or not typed (a preset's values, lite's), pass."""
     config = splat_plus_lite_trainer_config()
     model = config.pipeline.model
     inputs.check_strategy_options(model, {"efficient_late_prunes"})  # lite: the efficient strategy
     model.strategy = "default"
     inputs.check_strategy_options(model, set())  # lite's preset values, not typed: nothing to say
-    inputs.check_strategy_options(model, {"cull_alpha_thresh"})  # not an efficient-* option
+    inputs.check_strategy_options(model, {"cull_alpha_thresh"})  # every strategy's option
     with pytest.raises(UserInputError) as info:
         inputs.check_strategy_options(model, {"efficient_num_views", "efficient_late_prunes"})
     message = str(info.value)
@@ -55,7 +55,20 @@ def test_efficient_options_typed_for_another_strategy_are_refused():
         "--pipeline.model.efficient-late-prunes and --pipeline.model.efficient-num-views are options of "
         "--pipeline.model.strategy efficient, but this run densifies with --pipeline.model.strategy default"
     ), message
-    assert "What to do: add --pipeline.model.strategy efficient" in message and info.value.exit_status == 2
+    assert "What to do: add --pipeline.model.strategy efficient (splat-plus-lite's)" in message
+    assert info.value.exit_status == 2
+    with pytest.raises(UserInputError) as info:
+        inputs.check_strategy_options(model, {"max_gs_num", "cull_alpha_thresh"})
+    assert str(info.value).startswith(
+        "--pipeline.model.max-gs-num is an option of --pipeline.model.strategy mcmc, but this run densifies with "
+        "--pipeline.model.strategy default: it would do nothing"
+    ), str(info.value)
+    model.strategy = "mcmc"
+    inputs.check_strategy_options(model, {"max_gs_num", "noise_lr", "mcmc_opacity_reg", "mcmc_scale_reg"})
+    with pytest.raises(
+        UserInputError, match="efficient-prune-score is an option of --pipeline.model.strategy efficient"
+    ):
+        inputs.check_strategy_options(model, {"efficient_prune_score", "max_gs_num"})
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +83,13 @@ def scene(tmp_path_factory) -> Path:
         ("splat-plus-lite", "efficient-num-views", "0", "--pipeline.model.efficient-num-views must be an integer >= 1, got 0"),
         ("splat-plus-lite", "efficient-max-gaussians", "10", "--pipeline.model.efficient-max-gaussians 10 is below the 200 Gaussians"),
         ("splat-plus", "efficient-late-prunes", "4", "--pipeline.model.efficient-late-prunes is an option of --pipeline.model.strategy efficient, but this run densifies with --pipeline.model.strategy default"),
+        ("splat-plus-lite", "max-gs-num", "500000", "--pipeline.model.max-gs-num is an option of --pipeline.model.strategy mcmc, but this run densifies with --pipeline.model.strategy efficient"),
     ],
 )  # fmt: skip
 def test_lite_refuses_a_bad_option_with_one_message(scene, tmp_path, method, option, value, needle):
     """A range checked at launch (every one goes through the same check: the others, a NaN included, in
-    test_check_options_refuses_a_strategy_option_out_of_range above), the cap checked at set-up, and an efficient-*
-    option typed for splat-plus (the default strategy)."""
+    test_check_options_refuses_a_strategy_option_out_of_range above), the cap checked at set-up, and one strategy's
+    option typed for another's method (efficient-* for splat-plus, MCMC's cap for splat-plus-lite)."""
     cmd = ns_train_cmd(scene, tmp_path, "lite", 5, f"--pipeline.model.{option}", value)
     cmd[cmd.index("splat-plus")] = method
     output = assert_one_message(run(cmd), needle, status=2)
