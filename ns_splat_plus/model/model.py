@@ -218,6 +218,7 @@ class SplatPlusModel(SplatfactoModel):
         check_cap = getattr(self.strategy, "check_cap", None)  # the efficient strategy's cap (refused), MCMC's (said)
         if check_cap is not None:
             check_cap(self.strategy_state, self.num_points)  # training only, not ns-eval / ns-viewer
+        self.loss_ssim.check_available()  # a kernel named by --pipeline.model.ssim-kernel: training only, as above
         return super().get_training_callbacks(training_callback_attributes)
 
     def set_cameras_per_step(self, cameras_per_step: int) -> None:

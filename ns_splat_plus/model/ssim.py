@@ -140,28 +140,38 @@ class TrainingSSIM(torch.nn.Module):
 
     Args:
         kernel: "auto": on CUDA, fused-ssim where it is installed, else the Triton kernels where Triton
-            imports; pytorch_msssim elsewhere. "fused-ssim" / "triton": that one on CUDA (an error at
-            construction where it does not import); "pytorch-msssim": splatfacto's.
+            imports; pytorch_msssim elsewhere. "fused-ssim" / "triton": that one on CUDA (training refuses
+            to start where it does not import: :meth:`check_available`); "pytorch-msssim": splatfacto's.
 
-    Holds no parameters or buffers: checkpoints are those of splatfacto's ``SSIM`` module.
+    Holds no parameters or buffers: checkpoints are those of splatfacto's ``SSIM`` module. Constructing it
+    never fails for a missing library, so that ns-eval, ns-viewer and ns-export (which never run the loss)
+    load a run trained where that library was installed.
     """
 
     def __init__(self, kernel: SsimKernel = "auto", channel: int = 3):
         super().__init__()
         if kernel not in ("auto", "fused-ssim", "triton", "pytorch-msssim"):
             raise ValueError(f"unknown SSIM kernel {kernel!r}: auto, fused-ssim, triton or pytorch-msssim")
-        if kernel == "triton" and not triton_available():
-            raise RuntimeError(
-                "--pipeline.model.ssim-kernel triton: Triton does not import here "
-                "(pip install triton, or use auto / pytorch-msssim)"
-            )
-        if kernel == "fused-ssim" and fused_ssim_library() is None:
-            raise RuntimeError(
-                "--pipeline.model.ssim-kernel fused-ssim: the fused_ssim package (with its CUDA kernels) does not "
-                "import here (pip install git+https://github.com/rahul-goel/fused-ssim, which needs nvcc; or use auto)"
-            )
         self.kernel = kernel
         self.reference = SSIM(data_range=1.0, size_average=True, channel=channel)
+
+    def check_available(self) -> None:
+        """Refuse (:class:`~ns_splat_plus.errors.UserInputError`, before training) a kernel asked for by name
+        that does not import here."""
+        from ns_splat_plus.errors import UserInputError
+
+        if self.kernel == "triton" and not triton_available():
+            raise UserInputError(
+                "--pipeline.model.ssim-kernel triton: Triton does not import here",
+                "pip install triton, or pass --pipeline.model.ssim-kernel auto (or pytorch-msssim)",
+            )
+        if self.kernel == "fused-ssim" and fused_ssim_library() is None:
+            raise UserInputError(
+                "--pipeline.model.ssim-kernel fused-ssim: the fused_ssim package (with its CUDA kernels) does not "
+                "import here",
+                "pip install git+https://github.com/rahul-goel/fused-ssim (it needs nvcc), or pass "
+                "--pipeline.model.ssim-kernel auto",
+            )
 
     def backend(self, device: torch.device) -> Literal["fused-ssim", "triton", "pytorch-msssim"]:
         """What runs for images on ``device`` (unless their shape rules the fused kernels out)."""

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
-from clirun import TINY_SCENE, assert_one_message, ns_train_cmd, run
+from clirun import TINY_SCENE, assert_one_message, cli_env, ns_eval, ns_train_cmd, run
 
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.method import splat_plus_lite_trainer_config
@@ -113,3 +114,31 @@ def test_mcmc_under_a_cap_below_its_start_trains_and_says_so_once(scene, tmp_pat
     records = [json.loads(line) for line in (run_dir / "densification.jsonl").read_text().splitlines()]
     refines = [r for r in records if r["event"] == "refine"]
     assert refines and all(r["added"] == 0 and r["num_gaussians"] == 200 for r in refines), refines
+
+
+@pytest.mark.slow
+def test_an_ssim_kernel_named_but_missing_is_refused_before_training(scene, tmp_path):
+    """--pipeline.model.ssim-kernel fused-ssim where rahul-goel/fused-ssim does not import: one message, exit 2, no run
+    left (a fused_ssim module that fails to import stands in for it, so the test means the same where it is built).
+    ns-eval of a run trained where it was installed still loads it: tests/kernels/test_ssim.py constructs one."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "fused_ssim.py").write_text("raise ImportError('fused-ssim is not built here')\n")
+    env = cli_env(PYTHONPATH=os.pathsep.join(p for p in (str(shadow), os.environ.get("PYTHONPATH", "")) if p))
+    cmd = ns_train_cmd(scene, tmp_path / "out", "ssim", 5, "--pipeline.model.ssim-kernel", "fused-ssim")
+    needle = (
+        "--pipeline.model.ssim-kernel fused-ssim: the fused_ssim package (with its CUDA kernels) does not import here"
+    )
+    output = assert_one_message(run(cmd, env=env), needle, "What to do: pip install", status=2)
+    assert output.count(needle) == 1, output
+    assert not (tmp_path / "out" / "ssim" / "splat-plus" / "run").exists()
+    # a run trained where fused-ssim was installed (its config.yml names it) still evaluates here
+    trained = run(ns_train_cmd(scene, tmp_path / "out", "trained", 3))
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    config_yml = tmp_path / "out" / "trained" / "splat-plus" / "run" / "config.yml"
+    text = config_yml.read_text()
+    assert "ssim_kernel: auto" in text
+    config_yml.write_text(text.replace("ssim_kernel: auto", "ssim_kernel: fused-ssim"))
+    evaluated = ns_eval(config_yml, tmp_path / "metrics.json", env=env)
+    assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
+    assert (tmp_path / "metrics.json").is_file()

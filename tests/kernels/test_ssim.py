@@ -14,6 +14,7 @@ import torch
 from interpreted import main, run_interpreted
 from pytorch_msssim import SSIM
 
+from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model import ssim as ssim_module
 from ns_splat_plus.model.ssim import TrainingSSIM, fused_ssim
 
@@ -124,8 +125,10 @@ def check_falls_back_to_pytorch_msssim():
     os.environ["TRITON_INTERPRET"] = "0"
     assert not TrainingSSIM("auto").uses_fused(a.detach(), b)  # CPU tensors, compiled Triton: pytorch_msssim
     ssim_module.triton_available = lambda: False
-    with pytest.raises(RuntimeError, match="ssim-kernel triton"):
-        TrainingSSIM("triton")
+    unavailable = TrainingSSIM("triton")  # constructed (ns-eval loads such a run), refused for training
+    assert unavailable.backend(torch.device("cuda")) == "pytorch-msssim"
+    with pytest.raises(UserInputError, match="ssim-kernel triton: Triton does not import here"):
+        unavailable.check_available()
 
 
 def check_rejects_bad_input():
@@ -176,8 +179,11 @@ def test_auto_prefers_fused_ssim_where_installed_and_triton_else(monkeypatch):
     assert (
         TrainingSSIM("auto").backend(cuda) == "triton" and TrainingSSIM("auto").describe(cuda) == "fused Triton kernels"
     )
-    with pytest.raises(RuntimeError, match="ssim-kernel fused-ssim"):
-        TrainingSSIM("fused-ssim")
+    with pytest.raises(UserInputError, match="ssim-kernel fused-ssim: the fused_ssim package") as info:
+        TrainingSSIM("fused-ssim").check_available()
+    assert "What to do: pip install git+https://github.com/rahul-goel/fused-ssim" in str(info.value)
+    assert info.value.exit_status == 2
+    TrainingSSIM("auto").check_available()  # auto never insists
     monkeypatch.setattr(ssim_module, "fused_ssim_library", _fake_fused_ssim_library)
     auto = TrainingSSIM("auto")
     assert auto.backend(cuda) == "fused-ssim" and auto.describe(cuda) == "fused-ssim"
