@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shlex
 import sys
 from typing import Any, Iterator, List, Optional
 
@@ -60,11 +61,13 @@ def print_viewer_address(banner_messages: Optional[List[str]]) -> None:
 
 
 def training_summary(steps: int, seconds: float, since_start: Optional[float], gaussians: int, base_dir: Any) -> str:
-    """The end of training in one line: steps, wall time, Gaussians and the command that evaluates the run."""
+    """The end of training in one line: steps, wall time, Gaussians and the command that evaluates the run (its
+    paths quoted for a POSIX shell where they need it, so that the command pastes as printed)."""
     process = f" ({since_start:.1f} s since the process started)" if since_start is not None else ""
+    config, metrics = (shlex.quote(str(base_dir / name)) for name in ("config.yml", "metrics.json"))
     return (
         f"Trained {steps:,} steps in {seconds:.1f} s{process}: {gaussians:,} Gaussians. "
-        f"Next: ns-eval --load-config {base_dir / 'config.yml'} --output-path {base_dir / 'metrics.json'}"
+        f"Next: ns-eval --load-config {config} --output-path {metrics}"
     )
 
 

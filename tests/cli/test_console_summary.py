@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -101,3 +102,18 @@ def test_ns_eval_prints_its_metrics_and_ns_export_no_lpips_warning(two_ranks, tm
     )
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert LPIPS_LINE not in proc.stdout, proc.stdout[-4000:]
+
+
+def test_the_printed_ns_eval_command_pastes_as_printed_where_paths_have_spaces(tmp_path):
+    """The summary's next command, split as a POSIX shell splits it, is ns-eval with the run's own paths."""
+    from ns_splat_plus.training.console import training_summary
+
+    run = tmp_path / "my runs" / "x y" / "splat-plus" / "it's here"
+    line = training_summary(10, 1.0, 2.0, 800, run)
+    argv = shlex.split(line.split("Next: ", 1)[1])
+    assert argv == ["ns-eval", "--load-config", str(run / "config.yml"), "--output-path", str(run / "metrics.json")]
+    plain = training_summary(10, 1.0, None, 800, Path("/runs/a/splat-plus/t"))  # nothing to quote: as before
+    assert plain == (
+        "Trained 10 steps in 1.0 s: 800 Gaussians. "
+        "Next: ns-eval --load-config /runs/a/splat-plus/t/config.yml --output-path /runs/a/splat-plus/t/metrics.json"
+    )
