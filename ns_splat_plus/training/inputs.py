@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -190,11 +191,11 @@ def find_colmap_model(data: Path) -> Optional[Path]:
 def colmap_command(config, data: Path, model: Optional[Path]) -> str:
     """The ns-train command that trains ``data`` with the COLMAP model in ``model``."""
     method = getattr(config, "method_name", None) or "splat-plus"
-    command = f"ns-train {method} --data {data} colmap"
+    command = f"ns-train {method} --data {shlex.quote(str(data))} colmap"
     if model is not None:
         rel = model.relative_to(data)
         if rel not in (DEFAULT_COLMAP_PATH, TOP_LEVEL_COLMAP_PATH):  # sparse/0 is found by itself
-            command += f" --colmap-path {rel.as_posix()}"
+            command += f" --colmap-path {shlex.quote(rel.as_posix())}"
     return command + " (other options before `colmap`)"
 
 

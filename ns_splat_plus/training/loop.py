@@ -35,6 +35,7 @@ Differences from nerfstudio's loop, and why:
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from typing import cast
 
@@ -184,7 +185,8 @@ def _stop_on_signal(trainer: TrainerLike, step: int, reason: str) -> None:
     writer.write_out_storage()
     path = trainer.checkpoint_dir / f"step-{step:09d}.ckpt"
     resume = (
-        f"resume with: ns-train {trainer.config.method_name} --load-dir {trainer.checkpoint_dir} [the same options]"
+        f"resume with: ns-train {trainer.config.method_name} --load-dir {shlex.quote(str(trainer.checkpoint_dir))} "
+        "[the same options]"
     )
     if "disk full" in reason:  # outputs.low_disk_reason
         resume = f"free disk space on that disk (or move the run to another disk), then {resume}"
@@ -199,7 +201,10 @@ def _stop_on_unreadable_photo(trainer: TrainerLike, step: int, err: PhotoReadErr
     """End the run at ``step``, whose photo could not be read (streaming): the checkpoint of step - 1
     (the failed step read its camera's photo before changing anything), then one message naming the
     photo (exit status 2). Nothing is saved when no step of this run finished, or on several ranks."""
-    again = f"resume with: ns-train {trainer.config.method_name} --load-dir {trainer.checkpoint_dir} [the same options]"
+    again = (
+        f"resume with: ns-train {trainer.config.method_name} --load-dir {shlex.quote(str(trainer.checkpoint_dir))} "
+        "[the same options]"
+    )
     if collectives.is_distributed():
         saved = (
             f"on rank {collectives.get_rank()}: no checkpoint was written (the other ranks wait for this one); "

@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -91,3 +93,17 @@ def test_short_run_says_it_does_not_densify_or_reach_full_resolution(scene, tmp_
     assert len(lines) == 2, proc.stdout[-3000:]
     assert lines[0].startswith("Short run: the first refine would be at step 200, after the last step 1: "), lines
     assert lines[1].startswith("Short run: the resolution schedule ends at step 4000, after the last step 1: "), lines
+
+
+def test_the_suggested_colmap_command_pastes_as_printed_where_paths_have_spaces(tmp_path):
+    """The command a COLMAP scene without the colmap subcommand is told to run, split as a POSIX shell splits it."""
+    from ns_splat_plus.training.inputs import colmap_command
+
+    data = tmp_path / "my scene"
+    (data / "recon 1" / "0").mkdir(parents=True)
+    command = colmap_command(SimpleNamespace(method_name="splat-plus-lite"), data, data / "recon 1" / "0")
+    command, note = command.split(" (", 1)  # the command, then a note in parentheses
+    assert note == "other options before `colmap`)"
+    assert shlex.split(command) == [
+        "ns-train", "splat-plus-lite", "--data", str(data), "colmap", "--colmap-path", "recon 1/0",
+    ]  # fmt: skip
