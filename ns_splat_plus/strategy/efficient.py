@@ -146,11 +146,8 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
         return [self.refine_stop_iter + k * period for k in range(1, self.late_prunes + 1)]
 
     def late_prunes_at(self, step: int) -> bool:
-        """Whether ``step`` is one of :meth:`late_prune_steps` (without listing them: called every step)."""
-        if self.late_prunes <= 0 or step <= self.refine_stop_iter:
-            return False
-        since, period = step - self.refine_stop_iter, self.late_prune_every * self.refine_every
-        return since % period == 0 and since // period <= self.late_prunes
+        """Whether ``step`` is one of :meth:`late_prune_steps` (at most ``late_prunes``, 0 by default, listed)."""
+        return self.late_prunes > 0 and step in self.late_prune_steps()
 
     def check_cap(self, state: Dict[str, Any], num_gaussians: int) -> None:
         """Refuse (at start-up) a cap below the initial count (``state``'s, on a resumed run; else the
@@ -171,19 +168,24 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
             return int(self.max_gaussians)
         return int(math.ceil((1.0 + self.budget_growth) * initial))
 
-    @torch.no_grad()
-    def _refine(self, params, optimizers, state, step: int) -> None:
+    def _scored_views(self, n: int, device: torch.device, step: int):
+        """This step's sampled training views and the multi-view scores of its ``n`` Gaussians (a refine's, a late
+        prune's): ``(views, MultiViewScores)``."""
         if self.views is None:
             raise RuntimeError(
-                "the efficient strategy renders training views at each refine, and none were attached: the model "
-                "attaches them when training starts (SplatPlusModel.get_training_callbacks)"
+                "the efficient strategy renders training views at its refines and late prunes, and none were "
+                "attached: the model attaches them when training starts (SplatPlusModel.get_training_callbacks)"
             )
+        views = sample_views(self.views.num_views(), self.num_views, self.rng_seed, step)
+        return views, multiview_scores(self.views, views, self.loss_thresh, n, device)
+
+    @torch.no_grad()
+    def _refine(self, params, optimizers, state, step: int) -> None:
         started = time.perf_counter()
         device = params["means"].device
         n = len(params["means"])
         self._reduce_statistics(params, state)  # the same statistics and scores on every rank before anyone decides
-        views = sample_views(self.views.num_views(), self.num_views, self.rng_seed, step)
-        scores = multiview_scores(self.views, views, self.loss_thresh, n, device)
+        views, scores = self._scored_views(n, device, step)
         per_view = scores.per_view_coverage()
 
         # prune: gsplat's DefaultStrategy tests, and FastGS's loss-weighted score every few refines
@@ -214,6 +216,7 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
         )
         scored = time.perf_counter()  # the read above waited for the views' renders and scores
         initial = int(state[INITIAL_COUNT] if state.get(INITIAL_COUNT) is not None else n)
+        assert self.views is not None  # _scored_views refused a strategy without them
         downscale = int(self.views.downscale())
         budget = gaussian_budget(step, initial, self.cap(initial), downscale, self.refine_stop_iter, self.refine_every)
         kept = n - n_prune
@@ -287,12 +290,9 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
         """FastGS's final pruning (``final_prune_fastgs``): the Gaussians under ``late_prune_opacity`` and those whose
         loss-weighted score is over ``prune_score``, scored on views as at a refine. A prune that would remove every
         Gaussian is skipped with a warning."""
-        if self.views is None:
-            raise RuntimeError("the efficient strategy's late prune renders training views, and none were attached")
         started = time.perf_counter()
         n = len(params["means"])
-        views = sample_views(self.views.num_views(), self.num_views, self.rng_seed, step)
-        scores = multiview_scores(self.views, views, self.loss_thresh, n, params["means"].device)
+        views, scores = self._scored_views(n, params["means"].device, step)
         transparent = torch.sigmoid(params["opacities"].flatten()) < self.late_prune_opacity
         by_score = (scores.pruning_score() > self.prune_score) & ~transparent
         is_prune = transparent | by_score

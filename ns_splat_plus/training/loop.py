@@ -184,10 +184,7 @@ def _stop_on_signal(trainer: TrainerLike, step: int, reason: str) -> None:
         trainer.save_checkpoint(step)
     writer.write_out_storage()
     path = trainer.checkpoint_dir / f"step-{step:09d}.ckpt"
-    resume = (
-        f"resume with: ns-train {trainer.config.method_name} --load-dir {shlex.quote(str(trainer.checkpoint_dir))} "
-        "[the same options]"
-    )
+    resume = _resume_hint(trainer)
     if "disk full" in reason:  # outputs.low_disk_reason
         resume = f"free disk space on that disk (or move the run to another disk), then {resume}"
     stopped = f"training stopped by {reason} after step {step}; checkpoint saved: {path}"
@@ -197,14 +194,17 @@ def _stop_on_signal(trainer: TrainerLike, step: int, reason: str) -> None:
     raise TrainingInterrupted(stopped, resume)
 
 
+def _resume_hint(trainer: TrainerLike) -> str:
+    """The command that resumes this run from its checkpoints (its folder quoted for a POSIX shell where needed)."""
+    load_dir = shlex.quote(str(trainer.checkpoint_dir))
+    return f"resume with: ns-train {trainer.config.method_name} --load-dir {load_dir} [the same options]"
+
+
 def _stop_on_unreadable_photo(trainer: TrainerLike, step: int, err: PhotoReadError) -> None:
     """End the run at ``step``, whose photo could not be read (streaming): the checkpoint of step - 1
     (the failed step read its camera's photo before changing anything), then one message naming the
     photo (exit status 2). Nothing is saved when no step of this run finished, or on several ranks."""
-    again = (
-        f"resume with: ns-train {trainer.config.method_name} --load-dir {shlex.quote(str(trainer.checkpoint_dir))} "
-        "[the same options]"
-    )
+    again = _resume_hint(trainer)
     if collectives.is_distributed():
         saved = (
             f"on rank {collectives.get_rank()}: no checkpoint was written (the other ranks wait for this one); "
