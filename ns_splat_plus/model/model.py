@@ -190,13 +190,18 @@ class SplatPlusModel(SplatfactoModel):
             module = upstream.build_lpips(warn=False)
         return None if module is None else module.to(self.device)
 
-    def loss_ssim_note(self) -> Optional[str]:
+    def loss_ssim_note(self, cuda_graph: bool = False) -> Optional[str]:
         """The line that says which SSIM the loss runs, None where it is splatfacto's (pytorch_msssim);
-        the trainer prints it once per run (a model built by ns-eval or ns-export trains nothing)."""
+        the trainer prints it once per run (a model built by ns-eval or ns-export trains nothing).
+        ``cuda_graph``: the trainer records steps in CUDA graphs, where fused-ssim gives way to Triton's."""
         device = torch.device(self.kwargs.get("device", "cpu"))
-        if self.loss_ssim.backend(device) == "pytorch-msssim":
+        backend = self.loss_ssim.backend(device)
+        if backend == "pytorch-msssim":
             return None
-        return f"SSIM of the loss: {self.loss_ssim.describe(device)}"
+        note = f"SSIM of the loss: {self.loss_ssim.describe(device)}"
+        if backend == "fused-ssim" and cuda_graph:
+            note += " (the fused Triton kernels inside the CUDA graph: fused-ssim's kernels do not record)"
+        return note
 
     def _build_strategy(self) -> None:
         batch = collectives.get_world_size() * self.cameras_per_step  # cameras per step, for the epoch length

@@ -29,6 +29,7 @@ MODEL_STEP_FIELDS = (
     "refine_start_iter",
     "refine_stop_iter",
     "scale_reg_every",
+    "efficient_late_prune_every",
 )
 TRAINER_STEP_FIELDS = (
     "max_num_iterations",
@@ -114,7 +115,7 @@ def scale_schedule(config, world_size: int, dp: DataParallelConfig) -> List[str]
     The rule: each step processes W x B cameras, so it does the one-camera run's work in 1/(W x B)
     of the steps (below, W stands for the effective batch W x B). Every step count is multiplied by
     steps_scaler / W (rounded up): total steps, refine interval, refine start (warmup_length) and
-    stop, screen-size stop, SH-degree interval, resolution schedule, LR-scheduler max/warmup steps,
+    stop, screen-size stop, late-prune interval, SH-degree interval, resolution schedule, LR-scheduler max/warmup steps,
     eval and checkpoint intervals (the opacity reset is counted in refine intervals, so it follows).
     Gradients are averaged over W cameras, so learning rates are multiplied by sqrt(W)
     (``lr_scaling``) and Adam's betas raised to the power W (``scale_adam_betas``), as Grendel-GS

@@ -17,9 +17,10 @@ strategy, in gsplat's strategy shape and built by :func:`ns_splat_plus.strategy.
   empties the scene; and every ``score_prune_every`` refines, every Gaussian whose score is over
   ``prune_score``. Pruning comes first, so that the freed budget can grow;
 * optionally (``late_prunes``, off by default), after densification stops, FastGS's final pruning: every
-  ``late_prune_every`` refine intervals, ``late_prunes`` times, every Gaussian whose opacity is under
-  ``late_prune_opacity`` or whose score is over ``prune_score`` (FastGS: at 18k, 21k, 24k and 27k of 30k
-  iterations, after densifying until 15k; splatfacto's schedule gives the same steps).
+  ``late_prune_every`` steps (a step count of the schedule, scaled with it), ``late_prunes`` times, every
+  Gaussian whose opacity is under ``late_prune_opacity`` or whose score is over ``prune_score`` (FastGS: at
+  18k, 21k, 24k and 27k of 30k iterations, after densifying until 15k; splatfacto's schedule gives the same
+  steps, splat-plus-lite's 10k-step one 6k, 7k, 8k and 9k).
 
 Everything else is :class:`~ns_splat_plus.strategy.default.InstrumentedDefaultStrategy`'s: the
 accumulated 2D gradients (reduced across ranks), opacity resets, the gradient monitor and its
@@ -116,12 +117,15 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
     late_prunes: int = option(
         0,
         "Prunes after densification stops, as FastGS's final pruning (FastGS: 4): every efficient-late-prune-every "
-        "refine intervals after the last refine, the Gaussians whose opacity is under efficient-late-prune-opacity "
+        "steps after the last refine, the Gaussians whose opacity is under efficient-late-prune-opacity "
         "or whose loss-weighted score is over efficient-prune-score. 0: none.",
         Range(low=0, integer=True),
     )
     late_prune_every: int = option(
-        30, "Refine intervals between two late prunes (FastGS: 30, 3,000 iterations).", Range(low=1, integer=True)
+        3000,
+        "Steps between two late prunes, scaled with the schedule as stop-split-at is (FastGS: 3,000 of 30,000; "
+        "splat-plus-lite's 10,000-step schedule: 1,000).",
+        Range(low=1, integer=True),
     )
     late_prune_opacity: float = option(
         0.1, "A late prune removes the Gaussians whose opacity is under this (FastGS: 0.1).", Range(low=0, high=1)
@@ -141,9 +145,8 @@ class InstrumentedEfficientStrategy(InstrumentedDefaultStrategy):
             self._late_prune(params, optimizers, state, step)
 
     def late_prune_steps(self) -> List[int]:
-        """The ``late_prunes`` steps ``k x late_prune_every x refine_every`` after ``refine_stop_iter`` (k = 1, 2, ...)."""
-        period = self.late_prune_every * self.refine_every
-        return [self.refine_stop_iter + k * period for k in range(1, self.late_prunes + 1)]
+        """The ``late_prunes`` steps ``k x late_prune_every`` after ``refine_stop_iter`` (k = 1, 2, ...)."""
+        return [self.refine_stop_iter + k * self.late_prune_every for k in range(1, self.late_prunes + 1)]
 
     def late_prunes_at(self, step: int) -> bool:
         """Whether ``step`` is one of :meth:`late_prune_steps` (at most ``late_prunes``, 0 by default, listed)."""

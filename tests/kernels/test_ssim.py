@@ -197,6 +197,73 @@ def test_auto_prefers_fused_ssim_where_installed_and_triton_else(monkeypatch):
     assert auto.backend(cuda) == "fused-ssim"
 
 
+def test_inside_a_cuda_graph_recording_triton_runs_in_place_of_fused_ssim(monkeypatch):
+    """The choice alone: where fused-ssim would run, a CUDA-graph recording gets the Triton kernels (fused-ssim
+    launches on the legacy default stream, which the recording does not capture), or pytorch_msssim without Triton;
+    outside a recording fused-ssim stays."""
+    monkeypatch.setattr(TrainingSSIM, "backend", lambda self, device: "fused-ssim")  # CUDA with fused-ssim installed
+    monkeypatch.setattr(ssim_module, "triton_available", lambda: True)
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    loss_ssim = TrainingSSIM("auto")
+    gt, pred = _images((1, 16, 16, 3), seed=5)
+    gt, render = gt.permute(0, 3, 1, 2), pred.permute(0, 3, 1, 2).requires_grad_()
+    assert loss_ssim._fused_backend(gt, render) == "fused-ssim"
+    capturing[0] = True
+    assert loss_ssim._fused_backend(gt, render) == "triton"
+    monkeypatch.setattr(ssim_module, "triton_available", lambda: False)
+    assert loss_ssim._fused_backend(gt, render) is None  # pytorch_msssim
+    # the start-up line says so where --cuda-graph is on
+    from types import SimpleNamespace
+
+    from ns_splat_plus.model.model import SplatPlusModel
+
+    model = SimpleNamespace(kwargs={"device": "cuda"}, loss_ssim=loss_ssim)
+    assert SplatPlusModel.loss_ssim_note(model) == "SSIM of the loss: fused-ssim"  # type: ignore[arg-type]
+    assert SplatPlusModel.loss_ssim_note(model, cuda_graph=True) == (  # type: ignore[arg-type]
+        "SSIM of the loss: fused-ssim (the fused Triton kernels inside the CUDA graph: fused-ssim's kernels do not "
+        "record)"
+    )
+
+
+@pytest.mark.gpu
+def test_a_cuda_graph_replays_the_ssim_that_fused_ssim_computes_eagerly():
+    """A recording of the loss's SSIM (forward and backward), replayed on new images, gives the value and gradient
+    that fused-ssim computes eagerly for them. (fused-ssim's own kernels inside the recording were not captured:
+    the replays returned the recording's stale SSIM.)"""
+    if not torch.cuda.is_available():
+        pytest.fail("needs CUDA")
+    assert ssim_module.fused_ssim_library() is not None, "fused_ssim does not import (the GPU tier installs it)"
+    loss_ssim = TrainingSSIM("auto")
+    gt, pred = _images((1, 64, 96, 3), seed=3, device="cuda")
+    gt_in = gt.permute(0, 3, 1, 2).contiguous()
+    render = pred.permute(0, 3, 1, 2).contiguous().requires_grad_()
+    side = torch.cuda.Stream()  # torch's recipe: warm up on a side stream before recording
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            render.grad = None
+            loss_ssim(gt_in, render).backward()
+    torch.cuda.current_stream().wait_stream(side)
+    render.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        recorded = loss_ssim(gt_in, render)
+        recorded.backward()
+    new_gt, new_pred = _images((1, 64, 96, 3), seed=4, device="cuda")
+    with torch.no_grad():
+        gt_in.copy_(new_gt.permute(0, 3, 1, 2))
+        render.copy_(new_pred.permute(0, 3, 1, 2))
+    graph.replay()
+    torch.cuda.synchronize()
+    replayed_value, replayed_grad = float(recorded), render.grad.clone()
+    render.grad = None
+    eager = loss_ssim(gt_in, render)  # outside a recording: fused-ssim
+    eager.backward()
+    assert abs(replayed_value - float(eager)) < VALUE_TOLERANCE
+    assert _relative(replayed_grad, render.grad) < GRADIENT_TOLERANCE
+
+
 @pytest.mark.gpu
 def test_fused_ssim_library_runs_the_loss_on_cuda_and_matches_float64():
     """With rahul-goel/fused-ssim installed (the GPU tier installs it, docs/development.md), the loss's

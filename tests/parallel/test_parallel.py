@@ -120,6 +120,7 @@ def test_steps_scaler_compresses_the_whole_schedule():
         "stop_screen_size_at",
         "sh_degree_interval",
         "resolution_schedule",
+        "efficient_late_prune_every",
     ):
         assert getattr(m, name) == math.ceil(getattr(b, name) * 0.8), name
     means, base_means = config.optimizers["means"], base.optimizers["means"]

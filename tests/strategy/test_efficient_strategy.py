@@ -194,13 +194,29 @@ def test_screen_size_pruning_waits_for_the_first_opacity_reset_as_gsplats(step):
 
 def test_late_prunes_fall_on_fastgs_s_final_pruning_steps():
     """FastGS's train.py prunes where ``iteration % 3000 == 0 and 15000 < iteration < 30000``; splatfacto's schedule
-    (refines every 100 steps until 15000) with 4 late prunes every 30 refine intervals gives the same steps."""
+    (refines until 15000) with 4 late prunes at the default interval (3000 steps) gives the same steps."""
     fastgs = [step for step in range(30001) if step % 3000 == 0 and 15000 < step < 30000]
     late = InstrumentedEfficientStrategy(late_prunes=4, refine_every=100, refine_stop_iter=15000, verbose=False)
     assert [step for step in range(40001) if late.late_prunes_at(step)] == fastgs == [18000, 21000, 24000, 27000]
     assert late.late_prune_steps() == fastgs  # the list the short-run note reads
     off = InstrumentedEfficientStrategy(refine_every=100, refine_stop_iter=15000, verbose=False)
     assert off.late_prunes == 0 and not any(off.late_prunes_at(step) for step in range(40001))
+
+
+def test_lite_s_late_prunes_keep_fastgs_s_places_in_its_shorter_schedule():
+    """splat-plus-lite trains splatfacto's schedule in a third of the steps (``--steps-scaler`` 1/3) and refines every
+    300 of splatfacto's steps: its late prunes must still fall at FastGS's fractions of the run, 6k, 7k, 8k and 9k of
+    10k. (An interval counted in refine intervals put them at 8k, 11k, 14k and 17k: three after the run's end.)"""
+    from ns_splat_plus import parallel
+    from ns_splat_plus.method import splat_plus_lite_trainer_config
+
+    config = splat_plus_lite_trainer_config()
+    config.pipeline.model.efficient_late_prunes = 4
+    parallel.scale_schedule(config, 1, config.data_parallel)
+    options = strategy.StrategyOptions.from_model_config(config.pipeline.model, 50, world_size=1, rng_seed=0)
+    late = strategy.build_strategy(options)
+    assert config.max_num_iterations == 10000 and late.refine_stop_iter == 5000
+    assert late.late_prune_steps() == [6000, 7000, 8000, 9000]
 
 
 def _late_pruning(n, **options):
@@ -221,7 +237,7 @@ def _late_pruning(n, **options):
 def test_a_late_prune_removes_the_transparent_and_the_highest_scores():
     n = 20
     params, optimizers, efficient, state, records = _late_pruning(n)
-    step = efficient.refine_stop_iter + efficient.late_prune_every * efficient.refine_every
+    step = efficient.refine_stop_iter + efficient.late_prune_every
     assert efficient.late_prunes_at(step)
     efficient.step_post_backward(params, optimizers, state, step, info={})
     # 0..3 are transparent (opacity 3e-4 < 0.1); scores i / 19: 18 and 19 are over 0.9
@@ -233,6 +249,9 @@ def test_a_late_prune_removes_the_transparent_and_the_highest_scores():
     assert record["late_prune"] and record["step"] == step
     assert (record["pruned"], record["pruned_by_score"], record["prune_candidates"]) == (6, 2, 4)
     assert (record["num_gaussians_before"], record["num_gaussians"]) == (n, len(kept))
+    from ns_splat_plus.strategy.records import console_line
+
+    assert console_line(record) == f"Late prune step {step}: -6 pruned (2 by score) -> 14 Gaussians"
     efficient.step_post_backward(params, optimizers, state, step + 1, info={})  # not a late-prune step
     assert len(params["means"]) == len(kept) and len(records) == 1
 
@@ -247,7 +266,7 @@ def test_a_late_prune_that_would_remove_every_gaussian_is_skipped_with_a_warning
 
 
 def test_late_prunes_run_in_training_after_the_last_refine(scene, tmp_path):
-    config = _config(scene, tmp_path, steps=56, efficient_late_prunes=3, efficient_late_prune_every=1)
+    config = _config(scene, tmp_path, steps=56, efficient_late_prunes=3, efficient_late_prune_every=10)
     config.pipeline.model.stop_split_at = 31  # the last refine at step 30
     trainer = build_trainer(config)
     from ns_splat_plus.training import short_run
@@ -262,7 +281,7 @@ def test_late_prunes_run_in_training_after_the_last_refine(scene, tmp_path):
     model = trainer.pipeline.model
     refines = [r for r in _records(trainer) if r["event"] == "refine"]
     late = [r for r in refines if r.get("late_prune")]
-    stop, every = model.strategy.refine_stop_iter, model.strategy.refine_every
+    stop, every = model.strategy.refine_stop_iter, model.strategy.late_prune_every
     assert [r["step"] for r in late] == [stop + every, stop + 2 * every] == [41, 51]
     assert max(r["step"] for r in refines if not r.get("late_prune")) < stop
     assert all(r["num_gaussians"] == r["num_gaussians_before"] - r["pruned"] for r in late)
@@ -447,7 +466,7 @@ def test_torchrun_two_cpu_ranks_stay_identical_through_efficient_refines(tmp_pat
         "--max-num-iterations", str(35 * batch), "--pipeline.model.num-downscales", "0",
         "--pipeline.model.warmup-length", str(5 * batch), "--pipeline.model.refine-every", str(5 * batch),
         "--pipeline.model.stop-split-at", str(26 * batch), "--pipeline.model.efficient-late-prunes", "1",
-        "--pipeline.model.efficient-late-prune-every", "1",
+        "--pipeline.model.efficient-late-prune-every", str(5 * batch),
         "--pipeline.model.efficient-num-views", "5", "--data-parallel.replica-check-every", "5", "colmap",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
