@@ -244,6 +244,21 @@ def assert_one_message(proc: subprocess.CompletedProcess, *needles: str, status=
     return output
 
 
+def signal_disposition(pid: int, signum: int) -> str:
+    """How process ``pid`` treats ``signum`` now: "caught" (a handler), "ignored", "blocked" or "default" (Linux
+    /proc status masks); "gone" if it has ended."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "gone"
+    masks = dict(line.split(":\t", 1) for line in status.splitlines() if line.startswith("Sig"))
+    bit = 1 << (signum - 1)
+    for name, mask in (("caught", "SigCgt"), ("ignored", "SigIgn"), ("blocked", "SigBlk")):
+        if int(masks.get(mask, "0"), 16) & bit:
+            return name
+    return "default"
+
+
 def torchrun_worker_pids(launcher_pid: int) -> dict:
     """{rank: pid} of the torchrun workers under ``launcher_pid`` (their environment holds RANK; Linux /proc)."""
     import re

@@ -24,6 +24,7 @@ import errno
 import os
 import random
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional, cast
 
@@ -56,6 +57,13 @@ class CheckpointError(SplatPlusError):
         super().__init__(f"Error: {where}: {problem}", what_to_do)
 
 
+class CheckpointNotFoundError(CheckpointError):
+    """The checkpoint an option names (``--load-dir``, ``--load-step``, ``--load-checkpoint``, a run's config.yml)
+    is not there: input, so exit status 2 as every input error (docs/evaluation-and-resume.md, "Errors")."""
+
+    exit_status = 2
+
+
 # --- finding and reading ----------------------------------------------------------------------------
 
 
@@ -76,7 +84,7 @@ def resolve_checkpoint_path(
     if load_dir is not None:
         load_dir = Path(load_dir)
         if not load_dir.is_dir():
-            raise CheckpointError(
+            raise CheckpointNotFoundError(
                 load_dir, "this --load-dir is not a directory", "pass the run's nerfstudio_models directory"
             )
         return _step_file(
@@ -89,7 +97,7 @@ def resolve_checkpoint_path(
     if load_checkpoint is not None:
         path = Path(load_checkpoint)
         if not path.is_file():
-            raise CheckpointError(path, "no such file", "check the --load-checkpoint path")
+            raise CheckpointNotFoundError(path, "no such file", "check the --load-checkpoint path")
         return path
     return None
 
@@ -98,11 +106,11 @@ def _step_file(directory: Path, load_step: Optional[int], none_problem: str, non
     """``directory/step-<load_step>.ckpt`` (the newest when None), after checking it exists."""
     steps = checkpoint_steps(directory) if directory.is_dir() else []
     if not steps:
-        raise CheckpointError(directory, none_problem, none_fix)
+        raise CheckpointNotFoundError(directory, none_problem, none_fix)
     step = steps[-1] if load_step is None else load_step
     path = directory / f"step-{step:09d}.ckpt"
     if step not in steps:
-        raise CheckpointError(path, "no such file", f"pick one of the saved steps {steps} {how_to_pick}")
+        raise CheckpointNotFoundError(path, "no such file", f"pick one of the saved steps {steps} {how_to_pick}")
     return path
 
 
@@ -388,6 +396,6 @@ def write_checkpoint(state: Dict[str, Any], checkpoint_dir: Path, step: int) -> 
             path,
             ("disk full: " if full else "") + f"it could not be written ({type(err).__name__}: {reason}); {kept}",
             "free disk space (or point --output-dir at another disk)"
-            + (f" and resume with --load-dir {path.parent}" if earlier else " and train again"),
+            + (f" and resume with --load-dir {shlex.quote(str(path.parent))}" if earlier else " and train again"),
         ) from None
     return path

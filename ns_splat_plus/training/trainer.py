@@ -23,7 +23,7 @@ from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import evaluation, strategy, upstream
-from ns_splat_plus.errors import UserInputError, exit_on_user_error
+from ns_splat_plus.errors import SplatPlusError, UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import DataParallelConfig, RankMonitor, SplatPlusMachineConfig, collectives, roll_call
 from ns_splat_plus.parallel.launch import prepare_launch, setup_process
 from ns_splat_plus.training import (
@@ -267,8 +267,8 @@ class SplatPlusTrainer(Trainer):
                 datamanager.cached_train  # noqa: B018
                 if datamanager.eval_dataset is not None and len(datamanager.eval_dataset) > 0:
                     datamanager.cached_eval  # noqa: B018 (loaded at the first evaluation anyway)
-            except UserInputError:
-                # a start-up error leaves no empty run directory; only the rank that claimed it removes it: on
+            except SplatPlusError:
+                # a start-up error (input, a checkpoint to resume from) leaves no empty run directory; only the rank that claimed it removes it: on
                 # another rank (a photo of its own share) rank 0 may still be writing there (its event file)
                 if collectives.is_main_process():
                     run_dir.discard_if_unused(self.base_dir, also=run_dir.SETUP_FILES)

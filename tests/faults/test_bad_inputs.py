@@ -252,6 +252,17 @@ def test_resume_on_another_strategy_is_refused(trained, scene, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_load_step_that_was_not_saved_names_the_saved_steps_and_leaves_no_run_directory(trained, scene, tmp_path):
+    from ns_splat_plus.training.checkpoint import checkpoint_steps
+
+    models = trained / "nerfstudio_models"
+    proc = ns_train(scene, tmp_path, "nostep", 10, "--load-dir", str(models), "--load-step", "7")
+    assert 7 not in checkpoint_steps(models)
+    assert_one_message(proc, f"pick one of the saved steps {checkpoint_steps(models)}", status=2)
+    assert not run_dir(tmp_path, "nostep").exists(), "a run directory was left behind"
+
+
+@pytest.mark.slow
 def test_diverging_learning_rate_names_the_step(scene, tmp_path):
     proc = ns_train(scene, tmp_path, "lr", 20, "--optimizers.means.optimizer.lr", "1e10")
     output = assert_one_message(proc, "Training stopped at step")

@@ -31,6 +31,7 @@ from clirun import (
     free_port,
     ns_train_cmd,
     run_dir,
+    signal_disposition,
     torchrun_worker_pids,
 )
 
@@ -127,15 +128,16 @@ class Torchrun:
         path = self.tmp_path / "played.log"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
-    def finish(self, limit_s: float = 240) -> tuple:
-        """(exit status, output, the time it ended); a run still going after ``limit_s`` fails the test."""
+    def finish(self, limit_s: float = 240, context: str = "") -> tuple:
+        """(exit status, output, the time it ended); a run still going after ``limit_s`` fails the test (its
+        message says what the hook played, ``context`` and the output's end)."""
         try:
             output, _ = self.proc.communicate(timeout=limit_s)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)  # torchrun and its workers: this test's session
             output, _ = self.proc.communicate()
             raise AssertionError(
-                f"still running after {limit_s} s; played {self.played()}:\n{output[-5000:]}"
+                f"still running after {limit_s} s; played {self.played()}; {context}:\n{output[-5000:]}"
             ) from None
         return self.proc.returncode, output, time.time()
 
@@ -201,9 +203,13 @@ def test_sigterm_to_one_rank_stops_every_rank_with_one_message(scene, tmp_path):
     deadline = time.time() + 240
     while not run.played() and run.proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    os.kill(torchrun_worker_pids(run.proc.pid)[1], signal.SIGTERM)
+    rank1 = torchrun_worker_pids(run.proc.pid)[1]
+    # the loop's handler is in place once rank 1 has trained (a run in CI once went on as if it had none)
+    disposition = signal_disposition(rank1, signal.SIGTERM)
+    os.kill(rank1, signal.SIGTERM)
     signalled = time.time()
-    status, output, ended = run.finish()
+    status, output, ended = run.finish(context=f"rank 1's SIGTERM disposition when signalled: {disposition}")
+    assert disposition == "caught", disposition
     assert ended - signalled < 60
     assert status != 0, output[-5000:]
     _no_noise(output, launcher_failed=True)

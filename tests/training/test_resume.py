@@ -116,8 +116,14 @@ def test_stray_files_in_the_checkpoint_dir_are_ignored(tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     assert checkpoint.checkpoint_steps(tmp_path) == [10]
     assert checkpoint.resolve_checkpoint_path(tmp_path, None, None) == tmp_path / "step-000000010.ckpt"
-    with pytest.raises(CheckpointError, match="--load-step"):
+    with pytest.raises(CheckpointError, match="--load-step") as missing_step:
         checkpoint.resolve_checkpoint_path(tmp_path, 20, None)
+    assert "[10]" in str(missing_step.value) and missing_step.value.exit_status == 2  # typed input: exit 2
+    with pytest.raises(CheckpointError, match="not a directory") as not_a_directory:
+        checkpoint.resolve_checkpoint_path(tmp_path / "notes.txt", None, None)
+    with pytest.raises(CheckpointError, match="no such file") as no_file:
+        checkpoint.resolve_checkpoint_path(None, None, tmp_path / "step-000000030.ckpt")
+    assert not_a_directory.value.exit_status == no_file.value.exit_status == 2
 
 
 def _write(path: Path, state) -> Path:
