@@ -143,3 +143,18 @@ def test_a_parse_that_fails_on_a_damaged_model_file_names_it(binary_scene, tmp_p
     monkeypatch.setattr(ColmapDataParser, "_generate_dataparser_outputs", fails)
     with pytest.raises(RuntimeError, match="not a file's fault"):
         _datamanager(binary_scene, tmp_path / "out-other")
+
+
+def test_the_check_and_the_train_read_step_over_points3d_bin_once(binary_scene, tmp_path, monkeypatch):
+    """The preflight steps over the records to check the file; the train split's read needs the same offsets."""
+    calls = []
+    original = sfm_points.points3D_binary_offsets
+    monkeypatch.setattr(sfm_points, "points3D_binary_offsets", lambda data: calls.append(len(data)) or original(data))
+    colmap_checks.read_model(binary_scene.joinpath(*SPARSE), read_points=True)
+    datamanager = _datamanager(binary_scene, tmp_path / "out")
+    assert datamanager.train_dataparser_outputs.metadata["points3D_xyz"].shape[0] > 1
+    assert len(calls) == 1
+    path = binary_scene.joinpath(*SPARSE) / "points3D.bin"
+    path.write_bytes(path.read_bytes() + b"\0")  # another file now: stepped over again
+    sfm_points.points3D_binary_offsets_of(path)
+    assert len(calls) == 2
