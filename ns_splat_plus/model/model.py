@@ -195,6 +195,8 @@ class SplatPlusModel(SplatfactoModel):
         the trainer prints it once per run (a model built by ns-eval or ns-export trains nothing).
         ``cuda_graph``: the trainer records steps in CUDA graphs, where fused-ssim gives way to Triton's."""
         device = torch.device(self.kwargs.get("device", "cpu"))
+        if self.config.fused_loss and self.loss_ssim.fused_on(device):  # the SSIM term inside the fused loss
+            return "SSIM of the loss: fused Triton kernels, with the composite and L1 (--pipeline.model.fused-loss)"
         backend = self.loss_ssim.backend(device)
         if backend == "pytorch-msssim":
             return None

@@ -218,11 +218,17 @@ def test_inside_a_cuda_graph_recording_triton_runs_in_place_of_fused_ssim(monkey
 
     from ns_splat_plus.model.model import SplatPlusModel
 
-    model = SimpleNamespace(kwargs={"device": "cuda"}, loss_ssim=loss_ssim)
+    model = SimpleNamespace(kwargs={"device": "cuda"}, loss_ssim=loss_ssim, config=SimpleNamespace(fused_loss=False))
     assert SplatPlusModel.loss_ssim_note(model) == "SSIM of the loss: fused-ssim"  # type: ignore[arg-type]
     assert SplatPlusModel.loss_ssim_note(model, cuda_graph=True) == (  # type: ignore[arg-type]
         "SSIM of the loss: fused-ssim (the fused Triton kernels inside the CUDA graph: fused-ssim's kernels do not "
         "record)"
+    )
+    # splat-plus-lite's fused loss holds its own SSIM (Triton's), fused-ssim installed or not
+    monkeypatch.setattr(ssim_module, "triton_available", lambda: True)
+    model.config.fused_loss = True
+    assert SplatPlusModel.loss_ssim_note(model, cuda_graph=True) == (  # type: ignore[arg-type]
+        "SSIM of the loss: fused Triton kernels, with the composite and L1 (--pipeline.model.fused-loss)"
     )
 
 
