@@ -17,10 +17,13 @@ export PYTHONPATH=$PWD/splatbench:/tmp/site
 R=/tmp/late; mkdir -p $R
 DOG='--data /tmp/dog colmap --colmap-path sparse/0 --downscale-factor 2'
 FOX='--data /tmp/fox instant-ngp-data --eval-mode interval --eval-interval 8'
-COMMON='--methods splat-plus-lite lite-late4 --reference splat-plus-lite --steps 30000 --repeats 5 --first-repeat 2 --concurrent-quality --seed-per-repeat --no-prebuild --timeout 1500'
+COMMON='--methods splat-plus-lite lite-late4 --reference splat-plus-lite --steps 30000 --repeats 5 --first-repeat 2'
+COMMON+=' --concurrent-quality --seed-per-repeat --no-prebuild --timeout 1500'
 V='lite-late4=splat-plus-lite --pipeline.model.efficient-late-prunes 4'
-CUDA_VISIBLE_DEVICES=0 python3 scripts/benchmark.py $COMMON --variant "$V" --scene-args "$DOG" --scene-name plush-dog --out $R/dog &
-CUDA_VISIBLE_DEVICES=1 python3 scripts/benchmark.py $COMMON --variant "$V" --scene-args "$FOX" --scene-name fox --out $R/fox &
+CUDA_VISIBLE_DEVICES=0 python3 scripts/benchmark.py $COMMON --variant "$V" --scene-args "$DOG" --scene-name plush-dog \
+  --out $R/dog &
+CUDA_VISIBLE_DEVICES=1 python3 scripts/benchmark.py $COMMON --variant "$V" --scene-args "$FOX" --scene-name fox \
+  --out $R/fox &
 wait
 
 # Call 5: a 500-step parameter-distance check of gsplat's kernels against the recordable ones (A, A again, C). It

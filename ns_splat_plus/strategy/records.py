@@ -216,8 +216,8 @@ def console_line(record: Record) -> Optional[str]:
         if "relocated" in record:
             counts = f"{record['relocated']} relocated, +{record['added']} added"
         elif record.get("late_prune"):  # the efficient strategy's, after densification: it only prunes
-            by_score = record.get("pruned_by_score", 0)
-            return f"Late prune step {step}: -{record['pruned']} pruned ({by_score} by score) -> {record['num_gaussians']} Gaussians"
+            pruned, by_score, left = record["pruned"], record.get("pruned_by_score", 0), record["num_gaussians"]
+            return f"Late prune step {step}: -{pruned} pruned ({by_score} by score) -> {left} Gaussians"
         else:
             counts = f"+{record['duplicated']} duplicated, +{record['split']} split, -{record['pruned']} pruned"
         text = f"Densify step {step}: {counts} -> {record['num_gaussians']} Gaussians"

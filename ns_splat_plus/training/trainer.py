@@ -268,8 +268,9 @@ class SplatPlusTrainer(Trainer):
                 if datamanager.eval_dataset is not None and len(datamanager.eval_dataset) > 0:
                     datamanager.cached_eval  # noqa: B018 (loaded at the first evaluation anyway)
             except SplatPlusError:
-                # a start-up error (input, a checkpoint to resume from) leaves no empty run directory; only the rank that claimed it removes it: on
-                # another rank (a photo of its own share) rank 0 may still be writing there (its event file)
+                # a start-up error (input, a checkpoint to resume from) leaves no empty run directory; only the
+                # rank that claimed it removes it: on another rank (a photo of its own share) rank 0 may still be
+                # writing there (its event file)
                 if collectives.is_main_process():
                     run_dir.discard_if_unused(self.base_dir, also=run_dir.SETUP_FILES)
                 raise
