@@ -190,20 +190,16 @@ class SplatPlusModel(SplatfactoModel):
             module = upstream.build_lpips(warn=False)
         return None if module is None else module.to(self.device)
 
-    def loss_ssim_note(self, cuda_graph: bool = False) -> Optional[str]:
+    def loss_ssim_note(self) -> Optional[str]:
         """The line that says which SSIM the loss runs, None where it is splatfacto's (pytorch_msssim);
-        the trainer prints it once per run (a model built by ns-eval or ns-export trains nothing).
-        ``cuda_graph``: the trainer records steps in CUDA graphs, where fused-ssim gives way to Triton's."""
+        the trainer prints it once per run (a model built by ns-eval or ns-export trains nothing). A CUDA-graph
+        step that replaces fused-ssim says so itself (training/graphed_step.py)."""
         device = torch.device(self.kwargs.get("device", "cpu"))
         if self.config.fused_loss and self.loss_ssim.fused_on(device):  # the SSIM term inside the fused loss
             return "SSIM of the loss: fused Triton kernels, with the composite and L1 (--pipeline.model.fused-loss)"
-        backend = self.loss_ssim.backend(device)
-        if backend == "pytorch-msssim":
+        if self.loss_ssim.backend(device) == "pytorch-msssim":
             return None
-        note = f"SSIM of the loss: {self.loss_ssim.describe(device)}"
-        if backend == "fused-ssim" and cuda_graph:
-            note += " (the fused Triton kernels inside the CUDA graph: fused-ssim's kernels do not record)"
-        return note
+        return f"SSIM of the loss: {self.loss_ssim.describe(device)}"
 
     def _build_strategy(self) -> None:
         batch = collectives.get_world_size() * self.cameras_per_step  # cameras per step, for the epoch length

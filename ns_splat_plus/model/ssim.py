@@ -15,9 +15,10 @@ took 0.53 against the Triton kernels' 0.83 ms forward + backward at 1500x1000 an
 not on PyPI and needs nvcc to build, so the Triton kernels stay the default that every install gets
 (no compiler at install time); fussim, the PyPI package with prebuilt wheels, did not load with torch
 2.11 (its extensions are built against other torch versions). Both keep pytorch_msssim's valid padding,
-so the loss is splatfacto's. A CUDA graph's recording (``--cuda-graph``) runs the Triton kernels instead:
-fused-ssim launches its kernels on CUDA's legacy default stream, which a graph recording on torch's
-current stream does not capture (its replays computed a stale SSIM: tests/training/test_graphed_step_gpu.py).
+so the loss is splatfacto's. A run that records its steps in a CUDA graph (``--cuda-graph``) runs the Triton
+kernels instead (:attr:`TrainingSSIM.recordable`): fused-ssim launches its kernels on CUDA's legacy default
+stream, which a graph recording on torch's current stream does not capture (its replays computed a stale SSIM:
+tests/training/test_graphed_step_gpu.py).
 
 The function is pytorch_msssim's, ``SSIM(data_range=1.0, size_average=True, channel=C)``: the
 mean over images, channels and valid pixels of ``l * cs`` with C1 = 0.01**2 and C2 = 0.03**2.
@@ -156,6 +157,9 @@ class TrainingSSIM(torch.nn.Module):
             raise ValueError(f"unknown SSIM kernel {kernel!r}: auto, fused-ssim, triton or pytorch-msssim")
         self.kernel = kernel
         self.reference = SSIM(data_range=1.0, size_average=True, channel=channel)
+        self.recordable = False
+        """Set by the CUDA-graph step (``--cuda-graph``): every call then runs kernels that a graph records, the
+        Triton ones in place of fused-ssim, eager steps too, so that the recording's kernels ran before it."""
 
     def check_available(self) -> None:
         """Refuse (:class:`~ns_splat_plus.errors.UserInputError`, before training) a kernel asked for by name
@@ -203,7 +207,7 @@ class TrainingSSIM(torch.nn.Module):
     def _fused_backend(self, a: torch.Tensor, b: torch.Tensor) -> Optional[Literal["fused-ssim", "triton"]]:
         """The fused kernels ``forward(a, b)`` runs, or None where it runs pytorch_msssim."""
         backend = self.backend(a.device)
-        if backend == "fused-ssim" and torch.cuda.is_current_stream_capturing():
+        if backend == "fused-ssim" and (self.recordable or torch.cuda.is_current_stream_capturing()):
             # fused-ssim launches on CUDA's legacy default stream, not torch's current one: a CUDA graph
             # (--cuda-graph) would not record its kernels and would replay a stale SSIM and gradient
             backend = "triton" if triton_available() else "pytorch-msssim"

@@ -119,6 +119,14 @@ def graphed_step_for(trainer: TrainerLike) -> Optional["GraphedForwardBackward"]
         if collectives.is_main_process():
             CONSOLE.print(f"--cuda-graph: the step runs eagerly: {reason}")
         return None
+    model, device = trainer.pipeline.model, torch.device(trainer.device)
+    held_by_fused_loss = model.config.fused_loss and model.loss_ssim.fused_on(device)
+    if model.loss_ssim.backend(device) == "fused-ssim" and not held_by_fused_loss and collectives.is_main_process():
+        CONSOLE.print(
+            "--cuda-graph: the loss's SSIM runs the fused Triton kernels, not fused-ssim: fused-ssim launches its "
+            "kernels on CUDA's legacy stream, which a CUDA graph does not record",
+            soft_wrap=True,
+        )
     return GraphedForwardBackward(trainer)
 
 
@@ -323,6 +331,9 @@ class GraphedForwardBackward:
 
     def _capture(self, step: int, camera, batch) -> None:
         model = self.trainer.pipeline.model
+        # the loss's SSIM in kernels a graph records, in every step from here, eager ones too: the unrecorded run
+        # below compiles and loads them before the recording (fused-ssim's launch on the legacy stream)
+        model.loss_ssim.recordable = True
         viewmat, camtoworlds, K, width, height = self._camera_inputs(camera)
         self._drop_autograd_graphs()
         self._inputs = {"viewmat": viewmat.clone(), "camtoworlds": camtoworlds.clone(), "K": K.clone(),

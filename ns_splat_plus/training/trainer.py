@@ -277,8 +277,7 @@ class SplatPlusTrainer(Trainer):
             except KeyboardInterrupt:  # nerfstudio's launch would print a traceback and exit 0
                 raise uncaught.StartupInterrupted.before_training(self.base_dir, "during set-up") from None
         self.pipeline.model.metrics_every = self.config.logging.steps_per_log  # training PSNR on log steps only
-        # once per run, not per rank
-        ssim_note = self.pipeline.model.loss_ssim_note(self.config.cuda_graph) if self.rank == 0 else None
+        ssim_note = self.pipeline.model.loss_ssim_note() if self.rank == 0 else None  # once per run, not per rank
         if ssim_note is not None:
             CONSOLE.log(ssim_note)
         # several ranks: initial checksums compared and logged, replica checks, final bitwise check

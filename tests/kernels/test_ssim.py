@@ -213,21 +213,26 @@ def test_inside_a_cuda_graph_recording_triton_runs_in_place_of_fused_ssim(monkey
     assert loss_ssim._fused_backend(gt, render) == "triton"
     monkeypatch.setattr(ssim_module, "triton_available", lambda: False)
     assert loss_ssim._fused_backend(gt, render) is None  # pytorch_msssim
-    # the start-up line says so where --cuda-graph is on
+    capturing[0] = False
+    loss_ssim.recordable = True  # what the CUDA-graph step sets for the whole run: eager steps take Triton's too
+    monkeypatch.setattr(ssim_module, "triton_available", lambda: True)
+    assert loss_ssim._fused_backend(gt, render) == "triton"
+
+
+def test_the_start_up_line_names_lites_fused_loss_where_it_holds_the_ssim(monkeypatch):
+    """splat-plus-lite's fused loss runs its own SSIM (Triton's), fused-ssim installed or not: the line says so."""
     from types import SimpleNamespace
 
     from ns_splat_plus.model.model import SplatPlusModel
 
-    model = SimpleNamespace(kwargs={"device": "cuda"}, loss_ssim=loss_ssim, config=SimpleNamespace(fused_loss=False))
-    assert SplatPlusModel.loss_ssim_note(model) == "SSIM of the loss: fused-ssim"  # type: ignore[arg-type]
-    assert SplatPlusModel.loss_ssim_note(model, cuda_graph=True) == (  # type: ignore[arg-type]
-        "SSIM of the loss: fused-ssim (the fused Triton kernels inside the CUDA graph: fused-ssim's kernels do not "
-        "record)"
+    monkeypatch.setattr(TrainingSSIM, "backend", lambda self, device: "fused-ssim")  # CUDA with fused-ssim installed
+    monkeypatch.setattr(TrainingSSIM, "fused_on", lambda self, device: True)
+    model = SimpleNamespace(
+        kwargs={"device": "cuda"}, loss_ssim=TrainingSSIM(), config=SimpleNamespace(fused_loss=False)
     )
-    # splat-plus-lite's fused loss holds its own SSIM (Triton's), fused-ssim installed or not
-    monkeypatch.setattr(ssim_module, "triton_available", lambda: True)
+    assert SplatPlusModel.loss_ssim_note(model) == "SSIM of the loss: fused-ssim"  # type: ignore[arg-type]
     model.config.fused_loss = True
-    assert SplatPlusModel.loss_ssim_note(model, cuda_graph=True) == (  # type: ignore[arg-type]
+    assert SplatPlusModel.loss_ssim_note(model) == (  # type: ignore[arg-type]
         "SSIM of the loss: fused Triton kernels, with the composite and L1 (--pipeline.model.fused-loss)"
     )
 
@@ -249,7 +254,8 @@ def test_a_cuda_graph_replays_the_ssim_that_fused_ssim_computes_eagerly():
     with torch.cuda.stream(side):
         for _ in range(2):
             render.grad = None
-            loss_ssim(gt_in, render).backward()
+            loss_ssim(gt_in, render).backward()  # fused-ssim
+            ssim_module.fused_ssim(render, gt_in).backward()  # Triton's: compiled and loaded before the recording
     torch.cuda.current_stream().wait_stream(side)
     render.grad = None
     graph = torch.cuda.CUDAGraph()

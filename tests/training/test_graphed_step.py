@@ -87,6 +87,47 @@ def test_cuda_graph_on_the_cpu_says_why_and_trains_eagerly(scene, tmp_path, caps
     assert "--cuda-graph: the step runs eagerly: it needs a CUDA GPU" in capsys.readouterr().out
 
 
+def test_where_fused_ssim_would_run_the_graphed_run_takes_tritons_ssim_and_says_so(
+    scene, tmp_path, monkeypatch, capsys
+):
+    """fused-ssim's kernels launch on CUDA's legacy stream, which a recording does not capture: from its first
+    recording the graphed step makes every step of the run, eager ones too, take the Triton kernels (so that they ran
+    before the recording), and the run says so in one line. The CPU stands in for CUDA: the graph's conditions and the
+    SSIM's backend are made to hold, and the recording stops at the CUDA graph itself."""
+    from ns_splat_plus.model.ssim import TrainingSSIM
+
+    monkeypatch.setattr(graphed_step, "unavailable_reason", lambda trainer: None)
+    monkeypatch.setattr(TrainingSSIM, "backend", lambda self, device: "fused-ssim")
+    config = trainer_config(scene, tmp_path / "run", steps=1)
+    config.cuda_graph = True
+    trainer = build_trainer(config)
+    try:
+        ssim = trainer.pipeline.model.loss_ssim
+        capsys.readouterr()
+        graphed = graphed_step.graphed_step_for(trainer)
+        assert isinstance(graphed, graphed_step.GraphedForwardBackward)
+        assert capsys.readouterr().out.count("--cuda-graph: the loss's SSIM runs the fused Triton kernels") == 1
+        assert not ssim.recordable
+
+        class Stop(Exception):
+            pass
+
+        def before_the_unrecorded_run(params, step):
+            raise Stop(ssim.recordable)
+
+        monkeypatch.setattr(graphed, "_run_unrecorded", before_the_unrecorded_run)
+        camera, batch = trainer.pipeline.datamanager.next_train(0)
+        with pytest.raises(Stop) as stopped:
+            graphed._capture(0, camera, batch)
+        assert stopped.value.args == (True,)  # set before the eager run that precedes the recording
+        trainer.pipeline.model.config.fused_loss = True  # lite's fused loss holds its own SSIM: no line
+        monkeypatch.setattr(TrainingSSIM, "fused_on", lambda self, device: True)
+        graphed_step.graphed_step_for(trainer)
+        assert "SSIM" not in capsys.readouterr().out
+    finally:
+        close_writers()
+
+
 def test_off_by_default_no_line(scene, tmp_path, capsys):
     trainer = build_trainer(trainer_config(scene, tmp_path / "run", steps=2))
     try:
