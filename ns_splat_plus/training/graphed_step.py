@@ -196,9 +196,13 @@ class GraphedForwardBackward:
         if self._eager_sums is not None:  # the first replay of a recording, on the recording's camera
             mismatch = replay_mismatch(self._eager_sums, render_sums(self._outputs))
             self._eager_sums = None
+            if mismatch is None:
+                mismatch = loss_mismatch(self._eager_loss(), self._loss)
+                what = "computed another loss than its own render and photo give eagerly"
+            else:
+                what = "rendered other pixels than the same step run eagerly"
             if mismatch is not None:
-                self._give_up(f"the replayed step rendered other pixels than the same step run eagerly at step "
-                              f"{step} ({mismatch})")  # fmt: skip
+                self._give_up(f"the replayed step {what} at step {step} ({mismatch})")
                 return optimize(trainer, step)  # its gradients replace the replay's; nothing was updated
         model.info = self._info  # an evaluation or viewer render between steps replaced it
         if isinstance(self._outputs, TrainingOutputs):  # its composite, made and kept by an earlier step's metrics
@@ -209,6 +213,15 @@ class GraphedForwardBackward:
         step_schedulers(trainer, step)
         # detached: a caller that keeps them would keep this recording's autograd graph (see the module)
         return self._loss.detach(), detached(self._loss_dict), detached(metrics_dict)
+
+    def _eager_loss(self) -> torch.Tensor:
+        """[] the replay's losses summed again outside the graph, from its own render, background and photo: a loss
+        kernel that the recording did not capture (one launched on another stream) left the replay's loss stale."""
+        model = self.trainer.pipeline.model
+        if isinstance(self._outputs, TrainingOutputs):  # its composite, made from the replay's render on first read
+            self._outputs.pop("rgb", None)
+        with torch.no_grad():
+            return sum(model.get_loss_dict(self._outputs, self._batch, {}).values())  # type: ignore[return-value]
 
     def replay(self, viewmat: torch.Tensor, camtoworlds: torch.Tensor, K: torch.Tensor, image: torch.Tensor) -> None:
         """Queue the recorded forward and backward of the camera (``viewmat`` [1, 4, 4], its inverse
@@ -410,6 +423,16 @@ def render_sums(outputs: Dict[str, Any]) -> torch.Tensor:
             outputs["render_alphas"].detach().sum(dtype=torch.float64),
         ]
     )
+
+
+def loss_mismatch(eager: torch.Tensor, replayed: Optional[torch.Tensor]) -> Optional[str]:
+    """None where the replayed loss matches the loss computed eagerly from the replay's render within
+    :data:`REPLAY_TOLERANCE`; else both, for the console (one host read)."""
+    assert replayed is not None
+    want, got = torch.stack((eager.detach().double(), replayed.detach().double())).tolist()
+    if abs(got - want) <= REPLAY_TOLERANCE * max(abs(want), 1e-12):  # NaN counts as off
+        return None
+    return f"loss {got:.6g} against {want:.6g}"
 
 
 def replay_mismatch(eager: torch.Tensor, replayed: torch.Tensor) -> Optional[str]:
