@@ -323,12 +323,36 @@ def test_a_replay_whose_loss_is_not_its_render_s_gives_the_run_back_to_eager_ste
     graphed._eager_sums = graphed_step.render_sums(_render(0.25, 0.5))
     graphed._outputs, graphed._batch = _render(0.25, 0.5), {"image": "the photo"}  # the render is right...
     graphed._loss = torch.tensor(0.288)  # ...its loss is not
-    replayed = (graphed._outputs, graphed._batch)
+    replayed = graphed._outputs
     assert graphed(3) == ("eager", {}, {}) and stepped == [3]
-    assert len(losses_read) == 1 and all(a is b for a, b in zip(losses_read[0], replayed))  # the replay's own
+    ((outputs, batch),) = losses_read  # the replay's own render, copied into leaves as training's, and photo
+    assert batch == {"image": "the photo"} and set(outputs) == set(replayed)
+    assert all(torch.equal(outputs[key], replayed[key]) and outputs[key].requires_grad for key in replayed)
     assert graphed.failure is not None and "computed another loss" in graphed.failure
     assert "step 3 (loss 0.288 against 0.225)" in graphed.failure
     assert capsys.readouterr().out.count("computed another loss") == 1
+
+
+def test_the_loss_recomputed_from_a_render_is_the_training_step_s_loss(scene, tmp_path):
+    """What the guard recomputes from a replay's outputs is the loss the training step computes from them (the CPU's
+    eager step stands in for the replay: the model's own outputs and photo), and it keeps no autograd graph."""
+    trainer = build_trainer(trainer_config(scene, tmp_path / "run", steps=2))
+    try:
+        from ns_splat_plus.training.step import run_training_step
+
+        model = trainer.pipeline.model
+        run_training_step(trainer, 0)  # a training step sets the model up for the next (its optimizers)
+        camera, batch = trainer.pipeline.datamanager.next_train(1)
+        outputs = model(camera)
+        want = float(sum(model.get_loss_dict(outputs, batch, {}).values()))
+        graphed = graphed_step.GraphedForwardBackward(trainer)
+        graphed._outputs, graphed._batch = outputs, batch
+        got = graphed._eager_loss()
+        assert not got.requires_grad and got.grad_fn is None
+        assert float(got) == pytest.approx(want, rel=1e-6)
+        assert graphed_step.loss_mismatch(got, torch.tensor(want)) is None
+    finally:
+        close_writers()
 
 
 def test_a_replay_s_overflow_is_read_once_at_the_next_step_with_its_tile_count():
