@@ -217,21 +217,13 @@ class GraphedForwardBackward:
     def _eager_loss(self) -> torch.Tensor:
         """[] the replay's losses summed again outside the graph, from its own render, background and photo: a loss
         kernel that the recording did not capture (one launched on another stream) left the replay's loss stale.
-        The render is copied into leaves that require gradients, so that the same kernels run as in training (the
-        fused loss compiles another kernel where no gradient is asked for); nothing is kept or differentiated."""
+        Without autograd, as an evaluation's loss: no memory beyond the step's (the fused loss keeps no
+        derivatives), nothing kept."""
         model = self.trainer.pipeline.model
-        outputs = {key: value.detach() if isinstance(value, torch.Tensor) else value
-                   for key, value in self._outputs.items() if key != "rgb"}  # fmt: skip
-        for key in ("render_colors", "render_alphas"):
-            if key in outputs:
-                outputs[key].requires_grad_()
-        if isinstance(self._outputs, TrainingOutputs):  # its composite, made from the copied render on first read
-            outputs = TrainingOutputs(batched=self._outputs.batched, **outputs)
-        elif "rgb" in self._outputs:
-            outputs["rgb"] = self._outputs["rgb"].detach().requires_grad_()
-        with torch.enable_grad():
-            losses = model.get_loss_dict(outputs, self._batch, {})
-            return sum(losses.values()).detach()  # type: ignore[union-attr]
+        if isinstance(self._outputs, TrainingOutputs):  # its composite, made from the replay's render on first read
+            self._outputs.pop("rgb", None)
+        with torch.no_grad():
+            return sum(model.get_loss_dict(self._outputs, self._batch, {}).values())  # type: ignore[return-value]
 
     def replay(self, viewmat: torch.Tensor, camtoworlds: torch.Tensor, K: torch.Tensor, image: torch.Tensor) -> None:
         """Queue the recorded forward and backward of the camera (``viewmat`` [1, 4, 4], its inverse
