@@ -195,11 +195,16 @@ class SplatPlusModel(SplatfactoModel):
         the trainer prints it once per run (a model built by ns-eval or ns-export trains nothing). A CUDA-graph
         step that replaces fused-ssim says so itself (training/graphed_step.py)."""
         device = torch.device(self.kwargs.get("device", "cpu"))
-        if self.config.fused_loss and self.loss_ssim.fused_on(device):  # the SSIM term inside the fused loss
+        if self.ssim_in_fused_loss():
             return "SSIM of the loss: fused Triton kernels, with the composite and L1 (--pipeline.model.fused-loss)"
         if self.loss_ssim.backend(device) == "pytorch-msssim":
             return None
         return f"SSIM of the loss: {self.loss_ssim.describe(device)}"
+
+    def ssim_in_fused_loss(self) -> bool:
+        """Whether the loss's SSIM runs inside the fused loss's Triton kernels (--pipeline.model.fused-loss where
+        they run on this device), not through :attr:`loss_ssim`'s own backend."""
+        return self.config.fused_loss and self.loss_ssim.fused_on(torch.device(self.kwargs.get("device", "cpu")))
 
     def _build_strategy(self) -> None:
         batch = collectives.get_world_size() * self.cameras_per_step  # cameras per step, for the epoch length

@@ -119,9 +119,9 @@ def graphed_step_for(trainer: TrainerLike) -> Optional["GraphedForwardBackward"]
         if collectives.is_main_process():
             CONSOLE.print(f"--cuda-graph: the step runs eagerly: {reason}")
         return None
-    model, device = trainer.pipeline.model, torch.device(trainer.device)
-    held_by_fused_loss = model.config.fused_loss and model.loss_ssim.fused_on(device)
-    if model.loss_ssim.backend(device) == "fused-ssim" and not held_by_fused_loss and collectives.is_main_process():
+    model = trainer.pipeline.model
+    fused_ssim = model.loss_ssim.backend(torch.device(trainer.device)) == "fused-ssim"
+    if fused_ssim and not model.ssim_in_fused_loss() and collectives.is_main_process():
         CONSOLE.print(
             "--cuda-graph: the loss's SSIM runs the fused Triton kernels, not fused-ssim: fused-ssim launches its "
             "kernels on CUDA's legacy stream, which a CUDA graph does not record",
@@ -193,6 +193,8 @@ class GraphedForwardBackward:
             return optimize(trainer, step)  # the datamanager gives the next camera: this step's is skipped
         self.replay(viewmat, camtoworlds, K, batch["image"])
         self._queue_overflow_read()
+        if isinstance(self._outputs, TrainingOutputs):  # its composite, made and kept by an earlier step's reads
+            self._outputs.pop("rgb", None)
         if self._eager_sums is not None:  # the first replay of a recording, on the recording's camera
             mismatch = replay_mismatch(self._eager_sums, render_sums(self._outputs))
             self._eager_sums = None
@@ -205,8 +207,6 @@ class GraphedForwardBackward:
                 self._give_up(f"the replayed step {what} at step {step} ({mismatch})")
                 return optimize(trainer, step)  # its gradients replace the replay's; nothing was updated
         model.info = self._info  # an evaluation or viewer render between steps replaced it
-        if isinstance(self._outputs, TrainingOutputs):  # its composite, made and kept by an earlier step's metrics
-            self._outputs.pop("rgb", None)
         metrics_dict = model.get_metrics_dict(self._outputs, self._batch)
         assert self._loss is not None
         trainer.optimizers.optimizer_scaler_step_some(trainer.grad_scaler, list(trainer.optimizers.parameters))
@@ -220,8 +220,6 @@ class GraphedForwardBackward:
         Without autograd, as an evaluation's loss: no memory beyond the step's (the fused loss keeps no
         derivatives), nothing kept."""
         model = self.trainer.pipeline.model
-        if isinstance(self._outputs, TrainingOutputs):  # its composite, made from the replay's render on first read
-            self._outputs.pop("rgb", None)
         with torch.no_grad():
             return sum(model.get_loss_dict(self._outputs, self._batch, {}).values())  # type: ignore[return-value]
 

@@ -230,6 +230,7 @@ def test_the_start_up_line_names_lites_fused_loss_where_it_holds_the_ssim(monkey
     model = SimpleNamespace(
         kwargs={"device": "cuda"}, loss_ssim=TrainingSSIM(), config=SimpleNamespace(fused_loss=False)
     )
+    model.ssim_in_fused_loss = lambda: SplatPlusModel.ssim_in_fused_loss(model)  # type: ignore[arg-type]
     assert SplatPlusModel.loss_ssim_note(model) == "SSIM of the loss: fused-ssim"  # type: ignore[arg-type]
     model.config.fused_loss = True
     assert SplatPlusModel.loss_ssim_note(model) == (  # type: ignore[arg-type]
