@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 from fractions import Fraction
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -55,6 +55,37 @@ def scaled_steps(steps: int, world_size: int, steps_scaler: float = 1.0) -> int:
 def steps_scaler_of(config) -> float:
     """``--steps-scaler`` of a SplatPlusTrainerConfig (1.0 for configs written before it existed)."""
     return float(getattr(config, "steps_scaler", 1.0))
+
+
+def _launch_scaling(config) -> Tuple[int, float]:
+    dp = config.data_parallel
+    return dp.scaled_for_world_size or 1, dp.scaled_for_steps_scaler or 1.0
+
+
+def typed_max_num_iterations(config, scaled: int) -> int:
+    """The smallest ``--max-num-iterations`` a user types that the launch turns into ``scaled`` steps or more
+    (``config``: a launched SplatPlusTrainerConfig; ``scaled`` itself where the launch scaled nothing)."""
+    world_size, steps_scaler = _launch_scaling(config)
+    ratio = Fraction(steps_scaler).limit_denominator(10**6) / world_size
+    typed = max(1, math.floor((scaled - 1) / ratio))  # at most a few below the answer (ceil's rounding)
+    while scaled_steps(typed, world_size, steps_scaler) < scaled:
+        typed += 1
+    return typed
+
+
+def describe_max_num_iterations(config) -> str:
+    """``config``'s total steps with how the launch scaled them from the typed ``--max-num-iterations``:
+    "the run's 100 steps (--max-num-iterations x 1/6: 2 cameras per step and --steps-scaler 0.333)", else
+    "--max-num-iterations 200". Messages must not quote a scaled count as if it were the option's value
+    (splat-plus-lite's preset scales by 1/3 unasked)."""
+    steps = config.max_num_iterations
+    world_size, steps_scaler = _launch_scaling(config)
+    if world_size == 1 and steps_scaler == 1.0:
+        return f"--max-num-iterations {steps}"
+    ratio = Fraction(steps_scaler).limit_denominator(10**6) / world_size
+    reasons = [f"{world_size} cameras per step"] if world_size > 1 else []
+    reasons += [f"--steps-scaler {steps_scaler:.3g}"] if steps_scaler != 1.0 else []
+    return f"the run's {steps} steps (--max-num-iterations x {ratio}: {' and '.join(reasons)})"
 
 
 def lr_factor(world_size: int, rule: str) -> float:

@@ -96,6 +96,15 @@ def resolve_checkpoint_path(
         )
     if load_checkpoint is not None:
         path = Path(load_checkpoint)
+        if path.is_dir():  # a run's nerfstudio_models folder: --load-dir's job
+            steps = checkpoint_steps(path)
+            raise CheckpointNotFoundError(
+                path,
+                "--load-checkpoint names one checkpoint file, and this is a folder"
+                + (f" of checkpoints (steps {steps})" if steps else ""),
+                f"pass --load-dir {path} to resume from its newest checkpoint, or --load-checkpoint "
+                f"{path / 'step-<N>.ckpt'}",
+            )
         if not path.is_file():
             raise CheckpointNotFoundError(path, "no such file", "check the --load-checkpoint path")
         return path

@@ -23,13 +23,13 @@ from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
 
 from ns_splat_plus import upstream
-from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.evaluation.streamed import eval_camera_and_batch
 from ns_splat_plus.model.cameras import HOST_IMAGE_SIZE, RENDER_CACHE, concatenated_cameras
 from ns_splat_plus.parallel import agreement, collectives
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
 from ns_splat_plus.parallel.sharding import camera_for_step, cameras_for_step, eval_share
-from ns_splat_plus.training import colmap_checks, sfm_points
+from ns_splat_plus.training import colmap_checks, dataset_checks, inputs, sfm_points
 from ns_splat_plus.training.images.photo import PhotoDataset
 from ns_splat_plus.training.images.prefetch import DevicePrefetcher
 
@@ -60,11 +60,7 @@ def photo_errors(dataset) -> Iterator[None]:
         bad = first_undecodable_photo(dataset)
         if bad is None:
             raise  # not a photo problem
-        path, exc = bad
-        raise UserInputError(
-            f"photo {path} cannot be decoded ({type(exc).__name__}: {exc}): the file is damaged or truncated",
-            "restore the photo, or remove it from the dataset",
-        ) from None
+        raise dataset_checks.unreadable_photo(*bad) from None
 
 
 @dataclass
@@ -111,9 +107,16 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
             "eval": None,
         }
         # the train split parsed without its SfM points, which are then read as arrays (sfm_points.py); a
-        # damaged model file named (ns-eval, ns-viewer and ns-export parse without ns-train's preflight)
+        # damaged model file, a photo the dataparser opens or a bare assert of it named (here, not in ns-train
+        # alone: ns-eval, ns-viewer and ns-export parse the dataset again, without ns-train's preflight)
+        # Shown and exited here (status 2, "splat-plus: ..."): ns-eval / ns-viewer / ns-export have no handler of
+        # their own, and a SplatPlusError (a SystemExit) reaching Python printed bare and exited 1
         fast_points = sfm_points.fast_points_apply(config.dataparser)
-        with colmap_checks.damaged_files_named(config.dataparser):
+        with (
+            exit_on_user_error(collectives.get_rank()),
+            colmap_checks.damaged_files_named(config.dataparser),
+            inputs.dataparser_errors(),
+        ):
             with sfm_points.points_not_loaded(config.dataparser) if fast_points else contextlib.nullcontext():
                 super().__init__(config, *args, **kwargs)
             if fast_points:
@@ -206,7 +209,8 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
         with photo_errors(self.train_dataset):  # a photo that cannot be decoded: one message naming it
             return load.load_train_images(self)
 
-    @property
+    @cached_property  # not a property: nerfstudio's viewer reads every property of the datamanager at set-up, which
+    # decoded the photos before the dataset checks could name a missing one
     def image_plan(self):
         """Where the train images live (:class:`~ns_splat_plus.training.images.plan.ImageMemoryPlan`); loads them first."""
         self.cached_train  # noqa: B018

@@ -5,7 +5,8 @@ The COLMAP preflight (:mod:`.colmap_checks`) reads COLMAP's own files; a transfo
 focal length of 0 and a photo listed twice trained to the end, and a missing photo was called "damaged or
 truncated" when it was decoded. These checks read the dataparser's outputs instead, so that every dataparser
 gets them: focal lengths positive and finite, each photo listed once per split, each photo present, and
-photos large enough for the loss at the resolution schedule's first (coarsest) size.
+photos large enough for the loss at the resolution schedule's first (coarsest) size. :func:`unreadable_photo` is
+the message for a photo found missing or damaged later, when it is read.
 """
 
 from __future__ import annotations
@@ -70,6 +71,15 @@ def check_photos_exist(names: Sequence[Path]) -> None:
         raise UserInputError(
             f"photo {missing[0]} is missing: the dataset lists it, but there is no such file{more}", _FIX_LIST
         )
+
+
+def unreadable_photo(path: Path, exc: BaseException) -> UserInputError:
+    """The one message for a photo that could not be read: missing (``FileNotFoundError``), else damaged."""
+    if isinstance(exc, FileNotFoundError):
+        return UserInputError(f"photo {path} is missing: the dataset lists it, but there is no such file", _FIX_LIST)
+    return UserInputError(
+        f"photo {path} cannot be decoded ({type(exc).__name__}: {exc}): the file is damaged or truncated", _FIX_LIST
+    )
 
 
 def smallest_side(cameras) -> tuple:

@@ -9,6 +9,7 @@ the run points to: path, images and their layout, SfM points; before the datapar
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import re
 import shlex
@@ -38,11 +39,17 @@ def check_options(config) -> None:
             f"--steps-scaler must be a positive number (0.5: the schedule in half the steps), got {steps_scaler}"
         )
     if config.max_num_iterations * steps_scaler < 1:
+        # the scaler may be a preset's (splat-plus-lite's 1/3), not typed: offer both ways out
         raise UserInputError(
             f"--steps-scaler {steps_scaler:g} turns the {config.max_num_iterations}-step schedule into "
             f"{config.max_num_iterations * steps_scaler:.2g} steps (it would train 1 step)",
-            f"pass a --steps-scaler of at least {1 / config.max_num_iterations:.2g} (0.5: the schedule in half the steps)",
+            f"pass --max-num-iterations {math.ceil(1 / steps_scaler - 1e-9)} or more, or a --steps-scaler of at least "
+            f"{1 / config.max_num_iterations:.2g} (0.5: the schedule in half the steps)",
         )
+    check_load_step(config)
+    steps_per_log = getattr(config.logging, "steps_per_log", 1)
+    if steps_per_log < 1:  # nerfstudio's writer takes the step modulo it: a ZeroDivisionError at the first log
+        raise UserInputError(f"--logging.steps-per-log must be a positive number of steps, got {steps_per_log}")
     if getattr(config, "warmup_steps", 0) < 0:
         raise UserInputError(f"--warmup-steps must be 0 (off) or more, got {config.warmup_steps}")
     if getattr(config, "warmup_steps", 0) > MAX_WARMUP_STEPS:
@@ -67,6 +74,23 @@ def check_options(config) -> None:
             f"--pipeline.model.rasterizer gsplat needs CUDA, but --machine.device-type is {config.machine.device_type}: "
             "use --pipeline.model.rasterizer auto (the PyTorch reference on the CPU)"
         )
+
+
+def check_load_step(config) -> None:
+    """--load-step picks a step of --load-dir's checkpoints: nerfstudio ignores it without one, and the run then
+    trained from scratch while its user believed it resumed."""
+    load_step = getattr(config, "load_step", None)
+    if load_step is None or getattr(config, "load_dir", None) is not None:
+        return
+    if getattr(config, "load_checkpoint", None) is not None:
+        raise UserInputError(
+            f"--load-step {load_step} does not apply to --load-checkpoint, which names one checkpoint file",
+            "drop --load-step, or pass --load-dir <run>/nerfstudio_models --load-step N instead of --load-checkpoint",
+        )
+    raise UserInputError(
+        f"--load-step {load_step} needs --load-dir, the folder of the checkpoints to take the step from",
+        f"pass --load-dir <run>/nerfstudio_models --load-step {load_step} to resume a run",
+    )
 
 
 def check_densify_callbacks(model) -> None:
@@ -225,11 +249,40 @@ def _count_images(folder: Path) -> int:
     return sum(1 for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
+NO_DATASET = "no dataset given: pass --data PATH (a COLMAP, nerfstudio or instant-ngp scene)"
+
+
+def data_was_given(config) -> bool:
+    """Whether ``--data`` was passed: the datamanager's is set, or the dataparser's differs from its default
+    (nerfstudio's colmap and nerfstudio-data parsers default to the current folder, blender-data to
+    data/blender/lego)."""
+    datamanager = config.pipeline.datamanager
+    if getattr(datamanager, "data", None) is not None:
+        return True
+    parser = datamanager.dataparser
+    default = next((f.default for f in dataclasses.fields(parser) if f.name == "data"), None)
+    if not isinstance(default, (str, Path)) or getattr(parser, "data", None) is None:
+        return True
+    return Path(parser.data) != Path(default)
+
+
 def preflight(config) -> None:
     """Raise UserInputError if the dataset the run points to cannot work."""
+    try:
+        _preflight(config)
+    except UserInputError as err:
+        data = dataset_path(config)
+        if data is None or data_was_given(config):
+            raise
+        # the message named what was missing in the dataparser's default folder ("no COLMAP model at
+        # colmap/sparse/0"), where what is missing is --data
+        raise UserInputError(f"{NO_DATASET}; the default, {data.resolve()}, holds no usable scene") from err
+
+
+def _preflight(config) -> None:
     data = dataset_path(config)
     if data is None:
-        raise UserInputError("no dataset given: pass --data PATH (a COLMAP, nerfstudio or instant-ngp scene)")
+        raise UserInputError(NO_DATASET)
     if not data.exists():
         raise UserInputError(f"dataset path {data} does not exist: check --data")
     parser = config.pipeline.datamanager.dataparser
@@ -392,13 +445,42 @@ _DATAPARSER_DIRS = ("nerfstudio/data/dataparsers", "nerfstudio/data/utils")
 @contextlib.contextmanager
 def dataparser_errors() -> Iterator[None]:
     """Errors nerfstudio's dataparsers raise about the data (bare asserts, ValueErrors, missing files)
-    become one UserInputError naming what they said."""
+    become one UserInputError naming what they said; a photo that a dataparser opens (nerfstudio-data and
+    blender read their first photo's size) and that is missing or damaged is named as such."""
     try:
         yield
     except UserInputError:
         raise
-    except (AssertionError, ValueError, FileNotFoundError, OSError) as exc:
+    except (AssertionError, ValueError, OSError) as exc:  # PIL's UnidentifiedImageError, PyAV's errors among them
         frames = traceback.extract_tb(exc.__traceback__)
-        if frames and any(d in frames[-1].filename.replace("\\", "/") for d in _DATAPARSER_DIRS):
+        if frames and _in_dataparser(frames[-1].filename):
             raise UserInputError(f"the dataset could not be loaded: {exc or type(exc).__name__}") from None
+        photo = photo_opened_by_dataparser(exc)
+        if photo is not None:
+            from ns_splat_plus.training.dataset_checks import unreadable_photo
+
+            raise unreadable_photo(photo, exc) from None
+        if isinstance(exc, FileNotFoundError) and exc.filename and any(_in_dataparser(f.filename) for f in frames):
+            raise UserInputError(f"the dataset could not be loaded: {exc.filename} does not exist") from None
         raise
+
+
+def _in_dataparser(filename: str) -> bool:
+    return any(d in filename.replace("\\", "/") for d in _DATAPARSER_DIRS)
+
+
+def photo_opened_by_dataparser(exc: BaseException) -> Optional[Path]:
+    """The photo whose reading raised ``exc`` inside a dataparser: the image path among the arguments and locals of
+    the call the dataparser's last frame made (``Image.open(fp)``, ``imageio.imread(uri)``); None if there is none."""
+    tb = exc.__traceback__
+    callee = None
+    while tb is not None:
+        if _in_dataparser(tb.tb_frame.f_code.co_filename):
+            callee = tb.tb_next.tb_frame if tb.tb_next is not None else None
+        tb = tb.tb_next
+    if callee is None:
+        return None
+    for value in callee.f_locals.values():  # arguments first; PIL's open() has replaced its fp by the file by then
+        if isinstance(value, (str, Path)) and Path(value).suffix.lower() in IMAGE_SUFFIXES:
+            return Path(value)
+    return None

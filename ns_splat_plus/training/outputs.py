@@ -54,6 +54,21 @@ def _extra_free() -> int:
         return 0
 
 
+def check_output_file_type(path: Path, option: str, suffix: Optional[str]) -> None:
+    """Stop with one message if the file ``path`` must end in ``suffix`` (ns-eval's ``.json``) and does not, or is
+    a folder: checked before the command's work, which nerfstudio only checks after it (None: any file)."""
+    if suffix is None:
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise UserInputError(
+            f"{option} {path} is a folder, not a {suffix} file",
+            f"pass a file in it: {option} {path / ('metrics' + suffix)}",
+        )
+    if path.suffix != suffix:
+        raise UserInputError(f"{option} {path} must be a {suffix} file", f"pass {option} {path.with_suffix(suffix)}")
+
+
 def check_writable(path: Path, option: str, is_file: bool = False) -> None:
     """Stop with one message if ``path`` (a directory, or a file if ``is_file``) cannot be written:
     a probe file goes into the nearest existing folder (nothing is created on the way)."""

@@ -62,7 +62,8 @@ before its first step counts as unused."""
 
 
 def discard_if_unused(run_dir: Path, also: tuple = ()) -> None:
-    """Remove ``run_dir`` if training never wrote into it (a start-up error), leaving nothing behind;
+    """Remove ``run_dir`` if training never wrote into it (a start-up error), leaving nothing behind (nor its
+    ``<experiment>/<method>`` folders, where no other run is in them);
     ``also``: name prefixes that count as unused too (:data:`SETUP_FILES`, where no step ran)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -72,3 +73,8 @@ def discard_if_unused(run_dir: Path, also: tuple = ()) -> None:
         for entry in entries:
             entry.unlink()
         run_dir.rmdir()
+        for parent in (run_dir.parent, run_dir.parent.parent):  # <experiment>/<method>/, made for it, if now empty
+            try:
+                parent.rmdir()
+            except OSError:  # not empty (other runs): kept
+                break

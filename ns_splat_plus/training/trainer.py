@@ -23,8 +23,15 @@ from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from ns_splat_plus import evaluation, strategy, upstream
-from ns_splat_plus.errors import SplatPlusError, UserInputError, exit_on_user_error
-from ns_splat_plus.parallel import DataParallelConfig, RankMonitor, SplatPlusMachineConfig, collectives, roll_call
+from ns_splat_plus.errors import UserInputError, exit_on_user_error
+from ns_splat_plus.parallel import (
+    DataParallelConfig,
+    RankMonitor,
+    SplatPlusMachineConfig,
+    collectives,
+    roll_call,
+    schedule,
+)
 from ns_splat_plus.parallel.launch import prepare_launch, setup_process
 from ns_splat_plus.training import (
     checkpoint,
@@ -209,7 +216,8 @@ def check_before_loading(config: SplatPlusTrainerConfig) -> None:
             f"the dataset of this run, {data}, does not exist (moved or renamed?)",
             f"put the dataset back at {data}, or change `data:` in the run's config.yml to where it is now",
         )
-    for option, path in upstream.script_output_paths():
+    for option, path, suffix in upstream.script_output_paths():
+        outputs.check_output_file_type(path, option, suffix)
         outputs.check_writable(path, option, is_file=option == "--output-path")
 
 
@@ -250,11 +258,11 @@ class SplatPlusTrainer(Trainer):
         evaluation.memory.start_run(self.device)  # this run's peaks, not an earlier run's in this process
         # Triton's key and cuSOLVER's loading: on a side thread while the dataset, model and photos set up
         self.gpu_preload = gpu_preload.start_gpu_preload(self.device)
-        with exit_on_user_error(self.rank), inputs.dataparser_errors():
+        with exit_on_user_error(self.rank):
             try:
                 inputs.preflight(self.config)
                 with console.plain_progress_when_piped(self.config.logging) as plain_progress:
-                    super().setup(test_mode=test_mode)
+                    super().setup(test_mode=test_mode)  # the dataparser's errors: named by the datamanager
                 for name, at in self.early_startup_marks.items():
                     rank_record.mark_startup(self, name, at)
                 # decode (cache) the photos now, so that a damaged one stops here with one message
@@ -267,7 +275,7 @@ class SplatPlusTrainer(Trainer):
                 datamanager.cached_train  # noqa: B018
                 if datamanager.eval_dataset is not None and len(datamanager.eval_dataset) > 0:
                     datamanager.cached_eval  # noqa: B018 (loaded at the first evaluation anyway)
-            except SplatPlusError:
+            except SystemExit:  # a SplatPlusError, or one the datamanager has shown already
                 # a start-up error (input, a checkpoint to resume from) leaves no empty run directory; only the
                 # rank that claimed it removes it: on another rank (a photo of its own share) rank 0 may still be
                 # writing there (its event file)
@@ -436,8 +444,9 @@ class SplatPlusTrainer(Trainer):
         if step + 1 >= self.config.max_num_iterations:
             raise checkpoint.CheckpointError(
                 path,
-                f"it is at step {step}, which already completes --max-num-iterations {self.config.max_num_iterations}",
-                "pass a larger --max-num-iterations to train further",
+                f"it is at step {step}, which already completes {schedule.describe_max_num_iterations(self.config)}",
+                f"pass --max-num-iterations {schedule.typed_max_num_iterations(self.config, step + 2)} or more "
+                "to train further",
             )
         # This run's config.yml must not keep --load-step: ns-eval / ns-viewer look for that step
         # in this run's own checkpoint directory.

@@ -14,7 +14,8 @@ Python's own hook), and again where a splat-plus run is set up (the trainer conf
 * ``--load-config`` that is missing, not YAML, truncated, not a trainer config, or of a method that is
   not installed: naming the file;
 * Ctrl-C (SIGINT) outside the training loop (which saves a checkpoint itself): one line, and the
-  run directory of this process removed if training never wrote into it. From the trainer's
+  run directory of this process removed if training never wrote into it; for ns-viewer, whose only way
+  to quit it is, "Viewer closed (Ctrl-C)" and exit status 0. From the trainer's
   construction to its first step, nerfstudio's launch catches ``KeyboardInterrupt`` itself (a traceback
   and exit status 0): :func:`interrupted_before_training` turns it into the same line, exit status 130,
   and :func:`sigint_stops_until_trainer` does so between the saved ``config.yml`` and the trainer.
@@ -189,6 +190,8 @@ def describe(exc: BaseException, argv: List[str]) -> Optional[Tuple[str, int]]:
     """(one message, exit status) for an exception a user can act on; None for anything else (a bug)."""
     prog = Path(argv[0]).name if argv else "splat-plus"
     if isinstance(exc, KeyboardInterrupt):
+        if prog == "ns-viewer":  # its one way to quit: it writes nothing, so nothing was lost
+            return "Viewer closed (Ctrl-C)", 0
         return f"{prog}: stopped by Ctrl-C (SIGINT) before training or any output was saved", INTERRUPTED_STATUS
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         where = f" {exc.filename}" if exc.filename else ""
@@ -265,9 +268,10 @@ def handle(exc_type, exc, tb) -> None:
         from rich.console import Console
         from rich.markup import escape
 
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]splat-plus: {escape(message)}[/bold red]")
+        text = escape(message) if status == 0 else f"[bold red]splat-plus: {escape(message)}[/bold red]"
+        Console(stderr=status != 0, soft_wrap=True).print(text)  # status 0: an ordinary end, not an error
     except Exception:  # noqa: BLE001 (rich missing or broken: plain text)
-        print(f"splat-plus: {message}", file=sys.stderr)
+        print(message if status == 0 else f"splat-plus: {message}", file=sys.stdout if status == 0 else sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     # an excepthook cannot choose the exit status (Python exits 1 after it): end here, as the message said

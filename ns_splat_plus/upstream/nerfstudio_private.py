@@ -279,12 +279,16 @@ def write_ply(filename, count: int, map_to_tensors) -> None:
 
 SCRIPT_OUTPUT_OPTIONS = {"output_path": "--output-path", "output_dir": "--output-dir"}
 """Output options of nerfstudio 1.1.5's ns-eval (``ComputePSNR.output_path``) and ns-export (``Exporter.output_dir``)."""
+SCRIPT_OUTPUT_SUFFIXES = {("ComputePSNR", "output_path"): ".json"}
+"""The file type a script's output must have: ns-eval asserts ``output_path.suffix == ".json"`` (eval.py), after the
+evaluation has run."""
 
 
 def script_output_paths() -> list:
-    """[(option, path)] of the nerfstudio script running this process (ns-eval, ns-export), read from
+    """[(option, path, suffix)] of the nerfstudio script running this process (ns-eval, ns-export), read from
     the ``self`` of its ``main`` on the call stack: ``eval_setup`` is called before anything is
     written, so that the outputs can be checked before an evaluation or export runs for nothing.
+    ``suffix``: the file type the script requires of that output (:data:`SCRIPT_OUTPUT_SUFFIXES`), else None.
     Empty outside those scripts (or if a later nerfstudio renames them: nothing is checked early)."""
     import sys
     from pathlib import Path
@@ -295,7 +299,7 @@ def script_output_paths() -> list:
         script = frame.f_locals.get("self") if frame.f_code.co_name == "main" else None
         if script is not None and type(script).__module__.startswith("nerfstudio.scripts."):
             return [
-                (option, Path(getattr(script, name)))
+                (option, Path(getattr(script, name)), SCRIPT_OUTPUT_SUFFIXES.get((type(script).__name__, name)))
                 for name, option in SCRIPT_OUTPUT_OPTIONS.items()
                 if isinstance(getattr(script, name, None), (str, Path))
             ]

@@ -93,6 +93,12 @@ def test_impossible_options_each_name_the_option(tmp_path):
         ({"max_num_iterations": -5}, "--max-num-iterations"),
         ({"pipeline__model__refine_every": 0}, "--pipeline.model.refine-every"),
         ({"warmup_steps": -1}, "--warmup-steps"),
+        ({"logging__steps_per_log": 0}, "--logging.steps-per-log must be a positive number of steps, got 0"),
+        ({"load_step": 299}, "--load-step 299 needs --load-dir"),  # nerfstudio trained from scratch
+        (
+            {"load_step": 299, "load_checkpoint": Path("step-299.ckpt")},
+            "--load-step 299 does not apply to --load-check",
+        ),
         ({"pipeline__model__sh_degree": -1}, r"--pipeline.model.sh-degree must be an integer in \[0, 4\], got -1"),
         ({"pipeline__model__sh_degree": 5}, r"--pipeline.model.sh-degree must be an integer in \[0, 4\], got 5"),
         ({"pipeline__model__resolution_schedule": 0}, "--pipeline.model.resolution-schedule must be an integer >= 1"),
@@ -186,6 +192,35 @@ def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig, ca
     assert int(torch.load(final, map_location="cpu", weights_only=True)["step"]) == step + 2
 
 
+# --- 3b. no --data --------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataparser", ["colmap", "nerfstudio-data"])
+def test_a_command_without_data_says_no_dataset_was_given(tmp_path, dataparser):
+    """Without --data, the parsers look in the current folder: the message was "no COLMAP model at
+    colmap/sparse/0", naming a folder the user never typed."""
+    cmd = ns_train_cmd(tmp_path, tmp_path / "out", "nodata", 3, dataparser=(dataparser,))
+    del cmd[2:4]  # --data PATH
+    proc = run(cmd, cwd=tmp_path)  # an empty folder: nothing to train there
+    assert_one_message(proc, "no dataset given: pass --data PATH", status=2)
+    assert str(tmp_path.resolve()) in proc.stderr and not (tmp_path / "out" / "nodata").exists()
+
+
+def test_data_given_as_the_current_folder_is_checked_as_given(tmp_path, monkeypatch):
+    """`--data .` is a real choice: an empty folder names what is missing there, as any --data does; a scene
+    in the current folder trains without --data (the dataparser's default)."""
+    from ns_splat_plus.errors import UserInputError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserInputError, match="no COLMAP model at colmap/sparse/0"):
+        _preflight(Path("."))
+    with pytest.raises(UserInputError, match="no dataset given"):
+        _preflight(None)
+    make_scene(tmp_path, TINY_SCENE)
+    _preflight(None)
+
+
 # --- 4-6. COLMAP layouts --------------------------------------------------------------------------
 
 
@@ -237,6 +272,23 @@ def test_only_downscaled_images(scene, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_resume_that_has_no_steps_left_quotes_the_max_num_iterations_to_type(scene, tmp_path):
+    """A scaled schedule (--steps-scaler here; splat-plus-lite's preset 1/3 alike): the refusal quoted the scaled
+    count as "--max-num-iterations 3" to a user who typed 6. 6 x 1/2 = 3 steps end at step 2; one more step
+    needs 4 steps, which 7 x 1/2 rounds up to."""
+    scaled = ("--steps-scaler", "0.5")
+    assert_ok(ns_train(scene, tmp_path, "half", 6, *scaled))
+    load_dir = run_dir(tmp_path, "half") / "nerfstudio_models"
+    proc = ns_train(scene, tmp_path, "again", 6, *scaled, "--load-dir", str(load_dir))
+    assert_one_message(
+        proc,
+        "it is at step 2, which already completes the run's 3 steps (--max-num-iterations x 1/2: --steps-scaler 0.5)",
+        "pass --max-num-iterations 7 or more to train further",
+    )
+    assert_ok(ns_train(scene, tmp_path, "longer", 7, *scaled, "--load-dir", str(load_dir)))
+
+
+@pytest.mark.slow
 def test_resume_on_another_strategy_is_refused(trained, scene, tmp_path):
     proc = ns_train(
         scene,
@@ -283,7 +335,7 @@ def _binary_scene(scene: Path, dest: Path) -> Path:
     return data
 
 
-def _preflight(data: Path, **parser_options):
+def _preflight(data: Optional[Path], **parser_options):
     from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 
     from ns_splat_plus.method import splat_plus_trainer_config
@@ -457,8 +509,22 @@ def test_eval_names_a_colmap_file_damaged_since_training(trained, scene, tmp_pat
     points.write_bytes(points.read_bytes()[: points.stat().st_size // 2])
     run_copy = _copy_run(trained, tmp_path / "out", data=data)
     proc = ns_eval(run_copy / "config.yml", tmp_path / "damaged.json")
-    assert_one_message(proc, f"the COLMAP points3D file {points} cannot be read", "What to do: re-export")
-    assert not (tmp_path / "damaged.json").exists()
+    # shown as ns-train shows it: a SplatPlusError reaching Python unhandled printed bare and exited 1
+    assert_one_message(proc, f"splat-plus: the COLMAP points3D file {points}", "What to do: re-export", status=2)
+    assert "cannot be read" in proc.stderr and not (tmp_path / "damaged.json").exists()
+
+
+@pytest.mark.slow
+def test_eval_names_a_photo_the_dataparser_opens_that_is_missing_since_training(trained, scene, tmp_path):
+    """nerfstudio's colmap parser opens the first photo for its size: a missing one ended ns-eval in a
+    FileNotFoundError traceback from PIL."""
+    data = copy_scene(scene, tmp_path / "data")
+    first = data / "images" / "frame_0000.png"
+    first.unlink()
+    run_copy = _copy_run(trained, tmp_path / "out", data=data)
+    proc = ns_eval(run_copy / "config.yml", tmp_path / "metrics.json")
+    assert_one_message(proc, f"splat-plus: photo {first} is missing", status=2)
+    assert not (tmp_path / "metrics.json").exists()
 
 
 # --- 12. ns-eval with no held-out image -----------------------------------------------------------

@@ -259,6 +259,25 @@ def test_read_only_outputs_of_ns_eval_and_ns_export_are_checked_first(trained, r
     assert snapshot(trained) == before
 
 
+@pytest.mark.slow
+def test_an_ns_eval_output_path_that_is_not_a_json_file_is_refused_first(trained, tmp_path):
+    # nerfstudio asserts the .json suffix only after the evaluation, and the assertion was blamed on --load-config
+    config_yml = trained / "config.yml"
+    before = snapshot(trained)
+    text = tmp_path / "metrics.txt"
+    proc = ns_eval(config_yml, text)
+    output = assert_one_message(
+        proc, f"--output-path {text} must be a .json file", f"pass --output-path {tmp_path / 'metrics.json'}", status=2
+    )
+    assert "Done loading checkpoint" not in output and "load-config" not in output, output[-3000:]
+    folder = tmp_path / "d.json"
+    folder.mkdir()
+    proc = ns_eval(config_yml, folder)
+    output = assert_one_message(proc, f"--output-path {folder} is a folder, not a .json file", "metrics.json", status=2)
+    assert "Done loading checkpoint" not in output and "load-config" not in output, output[-3000:]
+    assert not text.exists() and list(folder.iterdir()) == [] and snapshot(trained) == before
+
+
 # --- 9-12, 22. ns-eval / ns-viewer / ns-export / ns-train --load-config of a bad config.yml ---------
 
 
@@ -446,7 +465,7 @@ def test_more_cameras_per_step_than_photos(scene, tmp_path):
 
 def test_steps_scaler_that_leaves_no_schedule_is_refused():
     from ns_splat_plus.errors import UserInputError
-    from ns_splat_plus.method import splat_plus_trainer_config
+    from ns_splat_plus.method import splat_plus_lite_trainer_config, splat_plus_trainer_config
     from ns_splat_plus.training import inputs
 
     config = splat_plus_trainer_config("splat-plus", strategy="default")
@@ -463,6 +482,13 @@ def test_steps_scaler_that_leaves_no_schedule_is_refused():
         with pytest.raises(UserInputError, match=needle) as info:
             inputs.check_options(config)
         assert info.value.exit_status == 2
+    # splat-plus-lite's preset 1/3 was not typed: the way out names --max-num-iterations too
+    lite = splat_plus_lite_trainer_config()
+    lite.max_num_iterations = 2
+    with pytest.raises(
+        UserInputError, match="pass --max-num-iterations 3 or more, or a --steps-scaler of at least 0.5"
+    ):
+        inputs.check_options(lite)
 
 
 # --- 17. a 16-bit greyscale photo ---------------------------------------------------------------

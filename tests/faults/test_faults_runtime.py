@@ -30,6 +30,7 @@ from clirun import (  # noqa: E402
     cli_env,
     console_script,
     copy_scene,
+    free_port,
     ns_train,
     ns_train_cmd,
     run_dir,
@@ -329,6 +330,23 @@ def test_viewer_on_a_taken_port_names_the_port_used_and_ctrl_c_closes_it(scene, 
     (banner,) = lines_with(output, "Viewer running locally at")
     assert served != port and f"localhost:{served}" in banner and f":{port}" not in banner, banner
     assert f"; port {port} was taken" in banner
+
+
+@pytest.mark.slow
+def test_ctrl_c_closes_ns_viewer_with_one_line_and_exit_status_0(scene, tmp_path):
+    """Ctrl-C is how ns-viewer is quit: it said "stopped by Ctrl-C (SIGINT) before training or any output was
+    saved" in red and exited 130, as if something had been lost."""
+    proc = ns_train(scene, tmp_path, "trained", 3)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    config_yml = run_dir(tmp_path, "trained") / "config.yml"
+    port = str(free_port())
+    viewer = Launched([console_script("ns-viewer"), "--load-config", str(config_yml), "--viewer.websocket-port", port])
+    viewer.wait_for(r"ws://[\d.]+:\d+")  # viser's box (the banner line is the local writer's, off in these runs)
+    viewer.proc.send_signal(signal.SIGINT)
+    proc = viewer.finish()
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "Traceback" not in proc.stdout and "before training" not in proc.stdout, proc.stdout[-3000:]
+    assert lines_with(proc.stdout, "Viewer closed (Ctrl-C)")
 
 
 # --- 14. the disk fills during training -----------------------------------------------------------

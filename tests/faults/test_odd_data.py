@@ -21,6 +21,7 @@ from clirun import (
     blender_scene,
     checkpoints,
     copy_scene,
+    free_port,
     nerfstudio_scene,
     ns_eval,
     ns_train,
@@ -180,6 +181,49 @@ def test_transforms_json_faults_are_refused(scene, tmp_path, fault):
     needle = fault(data)
     proc = ns_train(data, tmp_path / "out", "ns", STEPS, dataparser=("nerfstudio-data",))
     output = assert_refused(proc, tmp_path / "out", "ns", needle)
+    assert "damaged or truncated" not in output
+
+
+def _first_photo(data: Path, transforms: str = "transforms.json", suffix: str = "") -> Path:
+    return data / (json.loads((data / transforms).read_text())["frames"][0]["file_path"] + suffix)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["missing", "damaged"])
+@pytest.mark.parametrize("dataparser", ["nerfstudio-data", "blender-data"])
+def test_a_first_photo_the_dataparser_opens_is_named_missing_or_damaged(scene, tmp_path, dataparser, damage):
+    """nerfstudio-data and blender-data open their first photo to read its size, inside the dataparser: a missing
+    or damaged one raised PIL's, imageio's or PyAV's error with a traceback and left the run directory behind."""
+    if dataparser == "nerfstudio-data":
+        data = nerfstudio_scene(scene, tmp_path / "ns")
+        photo = _first_photo(data)
+    else:
+        data = blender_scene(scene, tmp_path / "bl")
+        photo = _first_photo(data, "transforms_train.json", ".png")
+    if damage == "missing":
+        photo.unlink()
+        needle = "is missing: the dataset lists it, but there is no such file"
+    else:
+        photo.write_bytes(b"not a photo")
+        needle = "cannot be decoded"
+    proc = ns_train(data, tmp_path / "out", "first", STEPS, dataparser=(dataparser,))
+    assert_refused(proc, tmp_path / "out", "first", f"photo {photo} ", needle)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), "empty folders left behind"
+
+
+@pytest.mark.slow
+def test_with_the_viewer_on_a_missing_photo_is_named_missing_not_damaged(scene, tmp_path):
+    """The viewer (the default --vis) read every property of the datamanager at set-up, which decoded the photos
+    before the dataset checks ran, so a missing photo was reported as "damaged or truncated"; the checks name every
+    missing photo, where decoding stops at the first."""
+    data = nerfstudio_scene(scene, tmp_path / "ns")
+    needle = _missing(data)
+    (data / json.loads((data / "transforms.json").read_text())["frames"][5]["file_path"]).unlink()
+    proc = ns_train(
+        data, tmp_path / "out", "ns", STEPS, "--vis", "viewer", "--viewer.websocket-port", str(free_port()),
+        dataparser=("nerfstudio-data",),
+    )  # fmt: skip
+    output = assert_refused(proc, tmp_path / "out", "ns", needle, "(and 1 more missing photos)")
     assert "damaged or truncated" not in output
 
 

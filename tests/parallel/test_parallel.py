@@ -155,6 +155,30 @@ def test_steps_scaler_composes_with_cameras_per_step():
     assert parallel.scaled_steps(0, 4, 0.5) == 0 and parallel.scaled_steps(1, 4, 0.1) == 1
 
 
+def test_messages_quote_the_max_num_iterations_that_was_typed_not_the_scaled_one():
+    """splat-plus-lite scales by 1/3 unasked: a resume refused at "--max-num-iterations 200" puzzled a user who
+    typed 600. The count to type is the smallest whose scaled count reaches the steps, checked by scaling it."""
+    from ns_splat_plus.method import splat_plus_lite_trainer_config, splat_plus_trainer_config
+    from ns_splat_plus.parallel import schedule
+
+    config = splat_plus_lite_trainer_config()
+    config.max_num_iterations = 600
+    parallel.scale_schedule(config, 2, config.data_parallel)
+    assert config.max_num_iterations == 100
+    assert schedule.describe_max_num_iterations(config) == (
+        "the run's 100 steps (--max-num-iterations x 1/6: 2 cameras per step and --steps-scaler 0.333)"
+    )
+    assert schedule.typed_max_num_iterations(config, 100) == 595  # 595 x 1/6 rounds up to 100 as well
+    for scaled in range(1, 400):
+        typed = schedule.typed_max_num_iterations(config, scaled)
+        assert parallel.scaled_steps(typed, 2, config.steps_scaler) >= scaled
+        assert typed == 1 or parallel.scaled_steps(typed - 1, 2, config.steps_scaler) < scaled, scaled
+    plain = splat_plus_trainer_config()
+    assert parallel.scale_schedule(plain, 1, plain.data_parallel) == []
+    assert schedule.describe_max_num_iterations(plain) == "--max-num-iterations 30000"
+    assert schedule.typed_max_num_iterations(plain, 123) == 123
+
+
 def test_steps_scaler_must_be_positive():
     from ns_splat_plus.errors import UserInputError
     from ns_splat_plus.method import splat_plus_trainer_config

@@ -124,6 +124,10 @@ def test_stray_files_in_the_checkpoint_dir_are_ignored(tmp_path):
     with pytest.raises(CheckpointError, match="no such file") as no_file:
         checkpoint.resolve_checkpoint_path(None, None, tmp_path / "step-000000030.ckpt")
     assert not_a_directory.value.exit_status == no_file.value.exit_status == 2
+    # a run's checkpoint folder given to --load-checkpoint: "no such file" sent the user looking for a typo
+    with pytest.raises(CheckpointError, match=r"this is a folder of checkpoints \(steps \[10\]\)") as folder:
+        checkpoint.resolve_checkpoint_path(None, None, tmp_path)
+    assert f"pass --load-dir {tmp_path} to resume" in str(folder.value) and folder.value.exit_status == 2
 
 
 def _write(path: Path, state) -> Path:

@@ -4,6 +4,7 @@ bit for bit as nerfstudio's parser gives, without its per-point reader; the eval
 
 from __future__ import annotations
 
+import re
 import struct
 
 import numpy as np
@@ -121,20 +122,23 @@ def test_the_preflight_steps_over_points3d_bin_without_reading_its_points(binary
     assert cameras and images and none is None and reads == []
 
 
-def test_a_parse_that_fails_on_a_damaged_model_file_names_it(binary_scene, tmp_path, monkeypatch):
+def test_a_parse_that_fails_on_a_damaged_model_file_names_it(binary_scene, tmp_path, monkeypatch, capsys):
     """ns-eval, ns-viewer and ns-export parse without ns-train's preflight: the datamanager names the damaged
-    file (the preflight's message) where the parse fails on it, and leaves any other failure as it was."""
+    file (the preflight's message, shown and exit status 2, as ns-train shows it) where the parse fails on it,
+    and leaves any other failure as it was."""
     from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParser
-
-    from ns_splat_plus.errors import UserInputError
 
     sparse = binary_scene.joinpath(*SPARSE)
     for name in ("points3D.bin", "images.bin"):  # read by splat-plus's reader, by nerfstudio's
         path = sparse / name
         whole = path.read_bytes()
         path.write_bytes(whole[: len(whole) // 2])
-        with pytest.raises(UserInputError, match=f"COLMAP .* file {path} cannot be read .* truncated"):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as stopped:
             _datamanager(binary_scene, tmp_path / f"out-{name}")
+        assert stopped.value.code == 2
+        shown = " ".join(capsys.readouterr().err.split())  # rich may wrap the line
+        assert re.search(f"splat-plus: the COLMAP .* file {path} cannot be read .* truncated", shown), shown
         path.write_bytes(whole)
 
     def fails(*args, **kwargs):
