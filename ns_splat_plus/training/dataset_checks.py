@@ -4,9 +4,9 @@ is decoded: :func:`check_parsed_datasets` (the entry point; the trainer's set-up
 The COLMAP preflight (:mod:`.colmap_checks`) reads COLMAP's own files; a transforms.json went unchecked: a
 focal length of 0 and a photo listed twice trained to the end, and a missing photo was called "damaged or
 truncated" when it was decoded. These checks read the dataparser's outputs instead, so that every dataparser
-gets them: focal lengths positive and finite, each photo listed once per split, each photo present, and
-photos large enough for the loss at the resolution schedule's first (coarsest) size. :func:`unreadable_photo` is
-the message for a photo found missing or damaged later, when it is read.
+gets them: focal lengths positive and finite, each photo listed once per split, each photo present and of its
+camera's size, and photos large enough for the loss at the resolution schedule's first (coarsest) size.
+:func:`unreadable_photo` is the message for a photo found missing or damaged later, when it is read.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ def check_parsed_datasets(config, datasets: Sequence) -> None:
         check_unique_paths(names)
         check_focal_lengths(names, dataset.cameras)
         check_photos_exist(names)
+        if type(config.pipeline.datamanager.dataparser).__name__ != "ColmapDataParserConfig":
+            check_photos_match_cameras(names, dataset.cameras)  # COLMAP's preflight compared them already
     train = datasets[0]
     check_photo_sizes(
         [Path(p) for p in train.image_filenames],
@@ -71,6 +73,28 @@ def check_photos_exist(names: Sequence[Path]) -> None:
         raise UserInputError(
             f"photo {missing[0]} is missing: the dataset lists it, but there is no such file{more}", _FIX_LIST
         )
+
+
+def check_photos_match_cameras(names: Sequence[Path], cameras) -> None:
+    """Every photo has the size its camera gives it (a transforms.json's top-level ``w`` / ``h`` for every frame
+    without its own), read from its header: the decode at start-up ended in a ValueError traceback ("image 3 is
+    64x48 but its camera says 32x24") that named no file and left the run directory behind."""
+    from PIL import Image
+
+    widths, heights = cameras.width.reshape(-1).tolist(), cameras.height.reshape(-1).tolist()
+    for name, width, height in zip(names, widths, heights):
+        try:
+            with Image.open(name) as im:  # reads the header only
+                size = im.size
+        except Exception:  # noqa: BLE001 (a format PIL cannot open, e.g. EXR: its decode names any problem)
+            continue
+        if size != (int(width), int(height)):
+            raise UserInputError(
+                f"photo {name} is {size[0]}x{size[1]} pixels, but the dataset gives its camera "
+                f"{int(width)}x{int(height)}",
+                "give that frame its own size (`w` and `h` in its transforms.json frame, with its intrinsics), or "
+                f"resize the photo to {int(width)}x{int(height)} (or use the photos the dataset was made from)",
+            )
 
 
 def unreadable_photo(path: Path, exc: BaseException) -> UserInputError:

@@ -287,6 +287,13 @@ def _preflight(config) -> None:
         raise UserInputError(f"dataset path {data} does not exist: check --data")
     parser = config.pipeline.datamanager.dataparser
     kind = type(parser).__name__
+    factor = getattr(parser, "downscale_factor", None)
+    if factor is not None and factor < 1:  # else "needs images_0, which has no images", or a ZeroDivisionError
+        subcommand = {"ColmapDataParserConfig": "colmap ", "NerfstudioDataParserConfig": "nerfstudio-data "}
+        raise UserInputError(
+            f"`{subcommand.get(kind, '')}--downscale-factor {factor}`: the factor must be at least 1",
+            "pass 1 for the photos as they are, 2 for half their size (images_2/), ..., or leave it out",
+        )
     model = config.pipeline.model
     wants_points = getattr(parser, "load_3D_points", False) and not getattr(model, "random_init", False)
     if (

@@ -10,6 +10,7 @@ panel: built by ``config.viewer``, :mod:`ns_splat_plus.viewer`, a layer above, n
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -181,9 +182,10 @@ class SplatPlusTrainerConfig(TrainerConfig):
         # traceback on a missing, stray or truncated file: pick and check it here instead.
         path = super().get_checkpoint_dir()
         if not _TRAINING_PROCESS:
+            # a CheckpointError (a SystemExit) that reached Python printed bare, without "splat-plus: ", and exited 1
             with exit_on_user_error():
                 check_before_loading(self)
-            self.load_step = checkpoint.checked_checkpoint_step(path, self.load_step)
+                self.load_step = checkpoint.checked_checkpoint_step(path, self.load_step)
             upstream.announce_gaussian_splat_export()  # only in ns-export: it names the file and count it wrote
             freeze_heap_at_exit()  # ns-eval / ns-export / ns-viewer exit sooner too
         return path
@@ -208,8 +210,22 @@ GRAD_SCALER_NOTE = (
 
 
 def check_before_loading(config: SplatPlusTrainerConfig) -> None:
-    """ns-eval, ns-viewer, ns-export: the run's dataset exists and the command's output can be
-    written, checked before the model is built and the evaluation or export runs."""
+    """ns-eval, ns-viewer, ns-export: the command can work on this run (an export of a Gaussian model, a viewer
+    port), the run's dataset exists and the command's output can be written, checked before the model is built
+    and the evaluation or export runs."""
+    script = upstream.running_script()
+    export = upstream.ray_export_subcommand(script)
+    if script is not None and export is not None:
+        subcommand, reads = export
+        raise UserInputError(
+            f"ns-export {subcommand} needs a NeRF-type model (it {reads}), and a {config.method_name} run holds "
+            "Gaussians",
+            "export the Gaussians as a PLY: ns-export gaussian-splat "
+            f"--load-config {shlex.quote(str(script.load_config))} --output-dir {shlex.quote(str(script.output_dir))}",
+        )
+    # ns-viewer's own --viewer options (not the run's): a port outside 1-65535 stopped viser's thread with an
+    # OverflowError while the command neither served nor exited; 0 served on a port the banner did not name
+    inputs.check_viewer_ports(script)
     data = inputs.dataset_path(config)
     if data is not None and not data.exists():
         raise UserInputError(

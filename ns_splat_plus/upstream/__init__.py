@@ -42,7 +42,12 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
   ``writer.GLOBAL_BUFFER``                         :func:`note_running_time` (averages without a scalar)
   ``writer.EVENT_STORAGE``                         :func:`writer_event_count`, :func:`drop_writer_events` (warmup)
   ``ExportGaussianSplat.write_ply``                :func:`announce_gaussian_splat_export`, :func:`write_ply` (ns-export
-                                                   writes the PLY at once and says what it wrote)
+                                                   writes the PLY at once and says what it wrote; one message
+                                                   when nothing is left to write)
+  the ``self`` of ns-eval's, ns-viewer's, ns-export's ``main`` (``ComputePSNR``, ``RunViewer``, ``Export*``)
+                                                   :func:`running_script`, :func:`script_output_paths`,
+                                                   :func:`ray_export_subcommand`, :func:`gaussian_splat_crop` (their
+                                                   options, checked before the checkpoint is loaded)
   ``ViewerControl._setup`` (``Viewer.__init__``)   :class:`ViewerHook`, :func:`on_viewer_built` (:mod:`.viewer_hook`;
                                                    the page of ns-viewer)
   ``ExternalMethodDummyTrainerConfig.__post_init__``  :func:`list_external_methods_without_inspect_stack` (1.25 s

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
-from typing import Literal, Optional, Tuple
+from typing import Any, Literal, Optional, Tuple
 
 import torch
 
+from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.upstream.command_line import splat_plus_command
 
 
@@ -230,6 +231,9 @@ def announce_gaussian_splat_export() -> bool:
         return True
 
     def write_and_announce(filename, count, map_to_tensors):
+        if int(count) == 0:  # nerfstudio's writer: a ValueError traceback ("... and not empty")
+            with exit_on_user_error():
+                raise nothing_to_export(filename)
         write_ply(filename, count, map_to_tensors)
         from nerfstudio.utils.rich_utils import CONSOLE
 
@@ -238,6 +242,24 @@ def announce_gaussian_splat_export() -> bool:
     write_and_announce.__dict__["_splat_plus_announces"] = True  # a function attribute (what getattr reads above)
     exporter.ExportGaussianSplat.write_ply = staticmethod(write_and_announce)
     return True
+
+
+def nothing_to_export(filename) -> UserInputError:
+    """The UserInputError for an ns-export gaussian-splat that has no Gaussian left to write to ``filename``: its crop
+    box holds none, or every Gaussian has a non-finite value or an opacity below 1/255 (the exporter drops those)."""
+    crop = gaussian_splat_crop()
+    if crop is not None:
+        return UserInputError(
+            f"ns-export gaussian-splat: the crop box {crop} holds none of the run's Gaussians: nothing to write to "
+            f"{filename}",
+            "enlarge --obb-scale or move --obb-center (in the scene's coordinates, as the viewer's crop shows them), "
+            "or leave the --obb-* options out to export every Gaussian",
+        )
+    return UserInputError(
+        f"ns-export gaussian-splat: every Gaussian of the run has a non-finite value or an opacity below 1/255: "
+        f"nothing to write to {filename}",
+        "export an earlier checkpoint (--load-step in the run's config.yml), or train the run again",
+    )
 
 
 def write_ply(filename, count: int, map_to_tensors) -> None:
@@ -277,34 +299,74 @@ def write_ply(filename, count: int, map_to_tensors) -> None:
         ply_file.write(vertices.tobytes())
 
 
-SCRIPT_OUTPUT_OPTIONS = {"output_path": "--output-path", "output_dir": "--output-dir"}
-"""Output options of nerfstudio 1.1.5's ns-eval (``ComputePSNR.output_path``) and ns-export (``Exporter.output_dir``)."""
+SCRIPT_OUTPUT_OPTIONS = {
+    "output_path": "--output-path",
+    "output_dir": "--output-dir",
+    "render_output_path": "--render-output-path",
+}
+"""Output options of nerfstudio 1.1.5's ns-eval (``ComputePSNR.output_path``, ``render_output_path``: a folder it
+makes before the evaluation) and ns-export (``Exporter.output_dir``)."""
 SCRIPT_OUTPUT_SUFFIXES = {("ComputePSNR", "output_path"): ".json"}
 """The file type a script's output must have: ns-eval asserts ``output_path.suffix == ".json"`` (eval.py), after the
 evaluation has run."""
+RAY_EXPORTERS = {
+    "ExportPointCloud": ("pointcloud", "samples the model along rays"),
+    "ExportTSDFMesh": ("tsdf", "renders depth along rays"),
+    "ExportPoissonMesh": ("poisson", "samples the model along rays"),
+    "ExportMarchingCubesMesh": ("marching-cubes", "reads the model's SDF field"),
+}
+"""nerfstudio 1.1.5's ns-export subcommands that need a NeRF-type model: (subcommand, what it reads). A Gaussian
+model has neither rays nor an SDF field, and each ended in an error deep in the export."""
 
 
-def script_output_paths() -> list:
-    """[(option, path, suffix)] of the nerfstudio script running this process (ns-eval, ns-export), read from
-    the ``self`` of its ``main`` on the call stack: ``eval_setup`` is called before anything is
-    written, so that the outputs can be checked before an evaluation or export runs for nothing.
-    ``suffix``: the file type the script requires of that output (:data:`SCRIPT_OUTPUT_SUFFIXES`), else None.
-    Empty outside those scripts (or if a later nerfstudio renames them: nothing is checked early)."""
-    import sys
-    from pathlib import Path
+def running_script() -> Optional[Any]:
+    """The nerfstudio script object running this process (ns-eval's ``ComputePSNR``, ns-viewer's ``RunViewer``,
+    ns-export's ``Export*``), found as the ``self`` of its ``main`` on the call stack; None outside those scripts
+    (or if a later nerfstudio renames them: nothing is checked early)."""
     from types import FrameType
 
     frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None:
         script = frame.f_locals.get("self") if frame.f_code.co_name == "main" else None
         if script is not None and type(script).__module__.startswith("nerfstudio.scripts."):
-            return [
-                (option, Path(getattr(script, name)), SCRIPT_OUTPUT_SUFFIXES.get((type(script).__name__, name)))
-                for name, option in SCRIPT_OUTPUT_OPTIONS.items()
-                if isinstance(getattr(script, name, None), (str, Path))
-            ]
+            return script
         frame = frame.f_back
-    return []
+    return None
+
+
+def script_output_paths() -> list:
+    """[(option, path, suffix)] of the nerfstudio script running this process (ns-eval, ns-export,
+    :func:`running_script`): ``eval_setup`` is called before anything is written, so that the outputs can be
+    checked before an evaluation or export runs for nothing.
+    ``suffix``: the file type the script requires of that output (:data:`SCRIPT_OUTPUT_SUFFIXES`), else None."""
+    from pathlib import Path
+
+    script = running_script()
+    if script is None:
+        return []
+    return [
+        (option, Path(getattr(script, name)), SCRIPT_OUTPUT_SUFFIXES.get((type(script).__name__, name)))
+        for name, option in SCRIPT_OUTPUT_OPTIONS.items()
+        if isinstance(getattr(script, name, None), (str, Path))
+    ]
+
+
+def ray_export_subcommand(script: Optional[Any]) -> Optional[Tuple[str, str]]:
+    """(subcommand, what it reads) when ``script`` (:func:`running_script`) is an ns-export of
+    :data:`RAY_EXPORTERS`, else None."""
+    if script is None or type(script).__module__ != "nerfstudio.scripts.exporter":
+        return None
+    return RAY_EXPORTERS.get(type(script).__name__)
+
+
+def gaussian_splat_crop() -> Optional[str]:
+    """ns-export gaussian-splat's crop box as typed (``--obb-center ... --obb-scale ...``), None without one
+    (nerfstudio 1.1.5 crops only when all three are given)."""
+    script = running_script()
+    names = ("obb_center", "obb_rotation", "obb_scale")
+    if script is None or any(getattr(script, name, None) is None for name in names):
+        return None
+    return " ".join(f"--{name.replace('_', '-')} {' '.join(f'{v:g}' for v in getattr(script, name))}" for name in names)
 
 
 def list_external_methods_without_inspect_stack() -> None:

@@ -396,6 +396,18 @@ def test_damaged_colmap_files_are_named(scene, tmp_path):
 # --- 10. photos -----------------------------------------------------------------------------------
 
 
+def test_a_downscale_factor_below_1_is_refused_as_such(scene):
+    """`colmap --downscale-factor 0` said "needs images_0, which has no images": the factor itself is the mistake."""
+    from ns_splat_plus.errors import UserInputError
+
+    _preflight(scene, downscale_factor=1)
+    for factor in (0, -2):
+        with pytest.raises(
+            UserInputError, match=f"`colmap --downscale-factor {factor}`: the factor must be at least 1"
+        ):
+            _preflight(scene, downscale_factor=factor)
+
+
 def test_bad_photos_are_named_before_training(scene, tmp_path):
     from PIL import Image
 
@@ -470,7 +482,9 @@ def test_eval_and_export_on_damaged_checkpoint_dirs(trained, tmp_path):
     deleted = copy_run("deleted")
     shutil.rmtree(deleted / "nerfstudio_models")
     proc = ns_eval(deleted / "config.yml", tmp_path / "deleted.json")
-    assert_one_message(proc, f"{deleted / 'nerfstudio_models'}", "no step-<N>.ckpt")
+    assert_one_message(
+        proc, f"splat-plus: Error: Checkpoint {deleted / 'nerfstudio_models'}", "no step-<N>.ckpt", status=2
+    )
     assert not (tmp_path / "deleted.json").exists()
 
     stray = copy_run("stray")
@@ -499,6 +513,55 @@ def test_eval_and_export_on_damaged_checkpoint_dirs(trained, tmp_path):
     proc = ns_eval(truncated / "config.yml", tmp_path / "truncated.json")
     assert_one_message(proc, f"Checkpoint {newest}", "truncated")
     assert not (tmp_path / "truncated.json").exists()
+
+
+def _ns_export(kind: str, config_yml: Path, output_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    return run(
+        [console_script("ns-export"), kind, "--load-config", str(config_yml), "--output-dir", str(output_dir), *extra]
+    )
+
+
+@pytest.mark.slow
+def test_export_and_viewer_of_a_run_without_checkpoints_is_one_message_with_exit_status_2(trained, tmp_path):
+    # the CheckpointError reached Python bare: printed without "splat-plus: " and exit status 1
+    copied = _copy_run(trained, tmp_path / "deleted")
+    shutil.rmtree(copied / "nerfstudio_models")
+    needles = (f"splat-plus: Error: Checkpoint {copied / 'nerfstudio_models'}", "no step-<N>.ckpt", "What to do:")
+    assert_one_message(_ns_export("gaussian-splat", copied / "config.yml", tmp_path / "export"), *needles, status=2)
+    viewer = [console_script("ns-viewer"), "--load-config", str(copied / "config.yml")]
+    assert_one_message(run(viewer, timeout=120), *needles, status=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,reads", [("pointcloud", "along rays"), ("marching-cubes", "SDF field")])
+def test_an_export_that_needs_a_nerf_says_so_and_names_gaussian_splat(trained, tmp_path, kind, reads):
+    # each ended in a message blaming --load-config ("is not the config.yml of a training run")
+    config_yml, export = trained / "config.yml", tmp_path / "export"
+    proc = _ns_export(kind, config_yml, export)
+    output = assert_one_message(
+        proc,
+        f"splat-plus: ns-export {kind} needs a NeRF-type model",
+        reads,
+        f"What to do: export the Gaussians as a PLY: ns-export gaussian-splat --load-config {config_yml} "
+        f"--output-dir {export}",
+        status=2,
+    )
+    assert "is not the config.yml" not in output and "Done loading checkpoint" not in output, output[-3000:]
+
+
+@pytest.mark.slow
+def test_a_gaussian_splat_crop_that_holds_no_gaussian_is_one_message(trained, tmp_path):
+    # nerfstudio's PLY writer raised a ValueError traceback ("... and not empty"), exit status 1
+    crop = ["--obb-center", "100", "100", "100", "--obb-rotation", "0", "0", "0", "--obb-scale", "0.1", "0.1", "0.1"]
+    proc = _ns_export("gaussian-splat", trained / "config.yml", tmp_path / "export", *crop)
+    assert_one_message(
+        proc,
+        "splat-plus: ns-export gaussian-splat: the crop box --obb-center 100 100 100 --obb-rotation 0 0 0 "
+        "--obb-scale 0.1 0.1 0.1 holds none of the run's Gaussians",
+        "What to do: enlarge --obb-scale",
+        status=2,
+    )
+    assert not (tmp_path / "export" / "splat.ply").exists()
 
 
 @pytest.mark.slow

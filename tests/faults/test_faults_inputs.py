@@ -278,6 +278,20 @@ def test_an_ns_eval_output_path_that_is_not_a_json_file_is_refused_first(trained
     assert not text.exists() and list(folder.iterdir()) == [] and snapshot(trained) == before
 
 
+@pytest.mark.slow
+def test_an_ns_eval_render_output_path_that_is_a_file_is_refused_first(trained, tmp_path):
+    # nerfstudio makes the folder after loading the checkpoint: a FileExistsError traceback, exit status 1
+    config_yml = trained / "config.yml"
+    a_file = tmp_path / "renders.png"
+    a_file.write_bytes(b"not a folder")
+    proc = ns_eval(config_yml, tmp_path / "m.json", "--render-output-path", str(a_file))
+    output = assert_one_message(
+        proc, f"splat-plus: --render-output-path {a_file} is a file, not a folder", "What to do", status=2
+    )
+    assert "Done loading checkpoint" not in output, output[-3000:]
+    assert a_file.read_bytes() == b"not a folder" and not (tmp_path / "m.json").exists()
+
+
 # --- 9-12, 22. ns-eval / ns-viewer / ns-export / ns-train --load-config of a bad config.yml ---------
 
 

@@ -184,6 +184,21 @@ def test_transforms_json_faults_are_refused(scene, tmp_path, fault):
     assert "damaged or truncated" not in output
 
 
+@pytest.mark.slow
+def test_a_photo_of_another_size_than_its_transforms_json_camera_is_named(scene, tmp_path):
+    # the decode at start-up ended in a ValueError traceback naming no file ("image 3 is 64x48 but its camera
+    # says 32x24"), exit status 1, and left the run directory behind
+    from PIL import Image
+
+    data = nerfstudio_scene(scene, tmp_path / "with spaces" / "ns")
+    photo = data / json.loads((data / "transforms.json").read_text())["frames"][3]["file_path"]
+    Image.open(photo).resize((64, 48)).save(photo)
+    proc = ns_train(data, tmp_path / "out", "ns", STEPS, dataparser=("nerfstudio-data",))
+    assert_refused(
+        proc, tmp_path / "out", "ns", f"photo {photo} is 64x48 pixels, but the dataset gives its camera 32x24"
+    )
+
+
 def _first_photo(data: Path, transforms: str = "transforms.json", suffix: str = "") -> Path:
     return data / (json.loads((data / transforms).read_text())["frames"][0]["file_path"] + suffix)
 

@@ -130,6 +130,23 @@ def test_load_config_of_another_method_is_refused(trained):
     assert snapshot(trained.parent.parent.parent) == before  # no new run directory, nothing of the run changed
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("port", ["70000", "0"])
+def test_ns_viewer_refuses_a_websocket_port_out_of_range_before_loading(trained, port):
+    # 70000: viser's thread died with an OverflowError traceback and ns-viewer ran on, serving nothing;
+    # 0: it served on a random port while its banner named port 0
+    from clirun import console_script
+
+    cmd = [console_script("ns-viewer"), "--load-config", str(trained / "config.yml"), "--viewer.websocket-port", port]
+    output = assert_one_message(
+        run(cmd, timeout=120),
+        f"splat-plus: --viewer.websocket-port {port} is not a TCP port",
+        "What to do: pass a port from 1 to 65535",
+        status=2,
+    )
+    assert "Done loading checkpoint" not in output, output[-3000:]
+
+
 def test_load_config_line_names_the_method_and_the_options_it_drops(tmp_path, monkeypatch):
     from ns_splat_plus.errors import UserInputError
     from ns_splat_plus.method import splat_plus_trainer_config
