@@ -131,6 +131,10 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
             )
         if collectives.is_distributed():  # the single eval image of a step comes from this rank's share
             self.eval_unseen_cameras = self.eval_indices()
+        if self.train_dataset.cameras.metadata is None:
+            # nerfstudio 1.1.5's `ns-export cameras` asserts it (to set "cam_idx" for the camera optimizer) and
+            # ended in an AssertionError; next_train gives each step's camera a dict the same way
+            self.train_dataset.cameras.metadata = {}
 
     def create_eval_dataset(self) -> PhotoDataset:
         """nerfstudio's, without the SfM points: the model starts from the train split's, and nothing reads the

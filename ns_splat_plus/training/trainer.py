@@ -182,6 +182,7 @@ class SplatPlusTrainerConfig(TrainerConfig):
         # traceback on a missing, stray or truncated file: pick and check it here instead.
         path = super().get_checkpoint_dir()
         if not _TRAINING_PROCESS:
+            path = checkpoints_beside_the_config(self, path)
             # a CheckpointError (a SystemExit) that reached Python printed bare, without "splat-plus: ", and exited 1
             with exit_on_user_error():
                 check_before_loading(self)
@@ -207,6 +208,27 @@ GRAD_SCALER_NOTE = (
     "skips such steps and lowers its scale); parameters still are."
 )
 """One start-up line: the NaN/Inf check of gradients is off under the grad scaler (docs/training-health.md)."""
+
+
+def checkpoints_beside_the_config(config: SplatPlusTrainerConfig, named: Path) -> Path:
+    """ns-eval, ns-viewer, ns-export: the checkpoint folder of the run whose config.yml the command was given.
+    The config names its run directory (``--output-dir``/experiment/method/timestamp, relative to where ns-train
+    ran): a moved run then had "no checkpoint", a copied one silently loaded the original's checkpoints, and a
+    command run from another folder found nothing. The ``nerfstudio_models`` beside the config.yml is loaded
+    instead, with one line saying so; ``named`` (the config's own) where there is none or it is that folder."""
+    script = upstream.running_script()
+    load_config = getattr(script, "load_config", None)
+    if load_config is None:
+        return named
+    beside = Path(load_config).parent / named.name
+    if not beside.is_dir() or beside.resolve() == named.resolve():
+        return named
+    CONSOLE.print(
+        f"splat-plus: {load_config} names its run directory {config.get_base_dir()}, not the folder it is in "
+        f"(moved or copied?): loading the checkpoints beside it, in {beside}",
+        markup=False,
+    )
+    return beside
 
 
 def check_before_loading(config: SplatPlusTrainerConfig) -> None:

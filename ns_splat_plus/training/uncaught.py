@@ -180,9 +180,26 @@ def output_option_of(filename: str, argv: List[str]) -> Optional[Tuple[str, str]
     return None
 
 
-def _in_nerfstudio_entry(tb) -> bool:
+_CONFIG_LOADERS = (("nerfstudio/utils/eval_utils.py", "eval_setup"), ("nerfstudio/scripts/train.py", "main"))
+"""(file, function) of nerfstudio 1.1.5 that load a ``--load-config``: ns-eval's, ns-viewer's and ns-export's
+``eval_setup``, ns-train's ``main``."""
+
+
+def _while_loading_the_config(tb) -> bool:
+    """Whether the innermost frame of nerfstudio's entry points in ``tb`` is one that loads the config: an error
+    raised from a script's own work after that (ns-export cameras' pose collection, ns-train's training loop)
+    is not the config's fault, and was blamed on it."""
+    entries = [
+        frame
+        for frame in traceback.extract_tb(tb)
+        if any(d in frame.filename.replace("\\", "/") for d in _NERFSTUDIO_ENTRY_DIRS)
+    ]
+    if not entries:
+        return False
+    innermost = entries[-1]
     return any(
-        d in frame.filename.replace("\\", "/") for frame in traceback.extract_tb(tb) for d in _NERFSTUDIO_ENTRY_DIRS
+        innermost.filename.replace("\\", "/").endswith(file) and innermost.name == name
+        for file, name in _CONFIG_LOADERS
     )
 
 
@@ -215,7 +232,7 @@ def describe(exc: BaseException, argv: List[str]) -> Optional[Tuple[str, int]]:
             2,
         )
     config = load_config_argument(argv)
-    if config is None or not _in_nerfstudio_entry(exc.__traceback__):
+    if config is None or not _while_loading_the_config(exc.__traceback__):
         return None
     what_to_do = "\n  What to do: pass --load-config <output-dir>/<experiment>/<method>/<timestamp>/config.yml of a run"
     if isinstance(exc, FileNotFoundError) and exc.filename is not None and Path(exc.filename) == Path(config):

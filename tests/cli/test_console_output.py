@@ -7,6 +7,7 @@ the CPU, with stdout a pipe (as in a SLURM log or ``ns-train ... > log``).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -142,6 +143,28 @@ def test_ns_export_says_what_it_wrote(quickstart):
     assert f"Exported {count} Gaussians to {ply}" in proc.stdout, proc.stdout[-3000:]
     # a checkpoint is loaded: the count the model was built with (before loading) is not the model's
     assert "Initial Gaussians" not in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_ns_export_cameras_writes_the_poses_of_both_splits(quickstart):
+    """nerfstudio 1.1.5's `ns-export cameras` asserts that the training cameras carry metadata (for the camera
+    optimizer's index): it ended in an AssertionError, which was then blamed on the config.yml."""
+    export_dir = quickstart["tmp"] / "cameras"
+    proc = _run(
+        [
+            console_script("ns-export"),
+            "cameras",
+            "--load-config",
+            str(quickstart["run_dir"] / "config.yml"),
+            "--output-dir",
+            str(export_dir),
+        ]
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    train = json.loads((export_dir / "transforms_train.json").read_text())
+    evaluated = json.loads((export_dir / "transforms_eval.json").read_text())
+    assert len(train) > 0 and len(evaluated) > 0
+    assert all(len(frame["transform"]) == 3 and len(frame["transform"][0]) == 4 for frame in train + evaluated)
 
 
 def test_pyproject_builds_without_setuptools_warnings():

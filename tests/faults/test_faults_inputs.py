@@ -332,6 +332,29 @@ def test_eval_of_a_run_whose_dataset_was_moved(trained, sixteen_bit_scene, tmp_p
     assert snapshot(run) == before
 
 
+@pytest.mark.slow
+def test_eval_of_a_copied_or_moved_run_loads_the_checkpoints_beside_its_config(trained, tmp_path):
+    """config.yml names its run directory: a copy loaded the original's checkpoints without a word, and a moved
+    run had "no checkpoint". Here the original's checkpoint is damaged: only the copy's evaluates."""
+    original = _copy_run(trained, tmp_path / "out")
+    copy = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(original, copy)  # config.yml unchanged: it still names `original`
+    for ckpt in (original / "nerfstudio_models").glob("*.ckpt"):
+        ckpt.write_bytes(ckpt.read_bytes()[:100])
+    proc = ns_eval(copy / "config.yml", tmp_path / "metrics.json")
+    assert_ok(proc)
+    output = " ".join((proc.stdout + proc.stderr).split())
+    assert f"names its run directory {original}, not the folder it is in" in output, output[-3000:]
+    assert f"loading the checkpoints beside it, in {copy / 'nerfstudio_models'}" in output
+    assert "psnr" in json.loads((tmp_path / "metrics.json").read_text())["results"]
+    shutil.rmtree(original)  # moved: nothing left where config.yml points
+    assert_ok(ns_eval(copy / "config.yml", tmp_path / "moved.json"))
+    in_place = _copy_run(trained, tmp_path / "in-place")  # where its config.yml says it is: not a word
+    proc = ns_eval(in_place / "config.yml", tmp_path / "in-place.json")
+    assert_ok(proc)
+    assert "names its run directory" not in proc.stdout + proc.stderr
+
+
 def _without_top_level(text: str, key: str) -> str:
     """A YAML document without its top-level ``key`` (the line and the indented block under it)."""
     lines, skipping = [], False
@@ -416,6 +439,38 @@ def test_bad_load_config_is_one_message(trained, tmp_path, entry, kind, needles)
     assert_nothing_under(workdir)
     assert not (tmp_path / "m.json").exists()
     assert_nothing_under(tmp_path / "e")  # ns-export makes its --output-dir before it reads the config
+
+
+def _raised_in(path: str, function: str, exc: BaseException, calls: str = "") -> BaseException:
+    """``exc`` raised by a function ``function`` of a file named ``path`` (a stand-in for nerfstudio's), which
+    first calls ``calls`` of the same file if given: the traceback :func:`uncaught.describe` reads."""
+    source = f"def {function}():\n    {calls + '()' if calls else 'raise EXC'}\n"
+    if calls:
+        source += f"def {calls}():\n    raise EXC\n"
+    scope = {"EXC": exc}
+    exec(compile(source, path, "exec"), scope)
+    try:
+        scope[function]()
+    except BaseException as raised:  # noqa: BLE001
+        return raised
+    raise AssertionError("it did not raise")
+
+
+def test_an_error_after_the_config_loaded_is_not_blamed_on_the_config():
+    """`ns-export cameras` ended in an AssertionError of nerfstudio's pose collection, after eval_setup had loaded
+    the config, and the message said "--load-config ... is not the config.yml of a training run"."""
+    from ns_splat_plus.training import uncaught
+
+    argv = ["ns-export", "cameras", "--load-config", "run/config.yml", "--output-dir", "e"]
+    loading = _raised_in("/site-packages/nerfstudio/utils/eval_utils.py", "eval_setup", AssertionError())
+    described = uncaught.describe(loading, argv)
+    assert described is not None and "is not the config.yml of a training run" in described[0]
+    after = _raised_in("/site-packages/nerfstudio/scripts/exporter.py", "main", AssertionError(), calls="collect")
+    assert uncaught.describe(after, argv) is None  # a bug: Python's traceback, not a message about the config
+    training = _raised_in("/site-packages/nerfstudio/scripts/train.py", "train_loop", TypeError("x"))
+    assert uncaught.describe(training, ["ns-train", "splat-plus", "--load-config", "c.yml"]) is None
+    train_main = _raised_in("/site-packages/nerfstudio/scripts/train.py", "main", AttributeError("x"))
+    assert uncaught.describe(train_main, ["ns-train", "splat-plus", "--load-config", "c.yml"]) is not None
 
 
 @pytest.mark.slow
