@@ -124,19 +124,24 @@ def test_print_config_prints_the_whole_config(tmp_path):
     assert "Config: " in proc.stdout and "--print-config True also prints it" not in proc.stdout
 
 
+def _ns_export(kind: str, run_dir: Path, output_dir: Path) -> subprocess.CompletedProcess:
+    """``ns-export KIND --load-config RUN/config.yml --output-dir OUTPUT_DIR``, as the docs give it."""
+    return _run(
+        [
+            console_script("ns-export"),
+            kind,
+            "--load-config",
+            str(run_dir / "config.yml"),
+            "--output-dir",
+            str(output_dir),
+        ]
+    )
+
+
 @pytest.mark.slow
 def test_ns_export_says_what_it_wrote(quickstart):
     export_dir = quickstart["tmp"] / "export"
-    proc = _run(
-        [
-            console_script("ns-export"),
-            "gaussian-splat",
-            "--load-config",
-            str(quickstart["run_dir"] / "config.yml"),
-            "--output-dir",
-            str(export_dir),
-        ]
-    )
+    proc = _ns_export("gaussian-splat", quickstart["run_dir"], export_dir)
     ply = export_dir / "splat.ply"
     header = ply.read_bytes()[:2000].decode("latin-1")
     count = int(re.search(r"element vertex (\d+)", header).group(1))
@@ -150,16 +155,7 @@ def test_ns_export_cameras_writes_the_poses_of_both_splits(quickstart):
     """nerfstudio 1.1.5's `ns-export cameras` asserts that the training cameras carry metadata (for the camera
     optimizer's index): it ended in an AssertionError, which was then blamed on the config.yml."""
     export_dir = quickstart["tmp"] / "cameras"
-    proc = _run(
-        [
-            console_script("ns-export"),
-            "cameras",
-            "--load-config",
-            str(quickstart["run_dir"] / "config.yml"),
-            "--output-dir",
-            str(export_dir),
-        ]
-    )
+    proc = _ns_export("cameras", quickstart["run_dir"], export_dir)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     train = json.loads((export_dir / "transforms_train.json").read_text())
     evaluated = json.loads((export_dir / "transforms_eval.json").read_text())
