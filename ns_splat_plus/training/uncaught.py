@@ -35,12 +35,11 @@ import os
 import signal
 import sys
 import threading
-import traceback
 from pathlib import Path
 from typing import Callable, Iterator, List, NoReturn, Optional, Tuple
 
 from ns_splat_plus.errors import SplatPlusError, exit_on_user_error
-from ns_splat_plus.upstream.command_line import option_value
+from ns_splat_plus.upstream.command_line import option_value, raised_while_loading_the_config
 
 INTERRUPTED_STATUS = 130
 """What a shell reports for a process ended by SIGINT."""
@@ -148,8 +147,6 @@ def sigint_raises_again() -> None:
     _sigint_until_trainer = None
 
 
-_NERFSTUDIO_ENTRY_DIRS = ("nerfstudio/scripts/", "nerfstudio/utils/eval_utils.py")
-
 _cleanups: List[Callable[[], None]] = []
 
 
@@ -178,29 +175,6 @@ def output_option_of(filename: str, argv: List[str]) -> Optional[Tuple[str, str]
         if file == output or output in file.parents or file in output.parents:
             return option, value
     return None
-
-
-_CONFIG_LOADERS = (("nerfstudio/utils/eval_utils.py", "eval_setup"), ("nerfstudio/scripts/train.py", "main"))
-"""(file, function) of nerfstudio 1.1.5 that load a ``--load-config``: ns-eval's, ns-viewer's and ns-export's
-``eval_setup``, ns-train's ``main``."""
-
-
-def _while_loading_the_config(tb) -> bool:
-    """Whether the innermost frame of nerfstudio's entry points in ``tb`` is one that loads the config: an error
-    raised from a script's own work after that (ns-export cameras' pose collection, ns-train's training loop)
-    is not the config's fault, and was blamed on it."""
-    entries = [
-        frame
-        for frame in traceback.extract_tb(tb)
-        if any(d in frame.filename.replace("\\", "/") for d in _NERFSTUDIO_ENTRY_DIRS)
-    ]
-    if not entries:
-        return False
-    innermost = entries[-1]
-    return any(
-        innermost.filename.replace("\\", "/").endswith(file) and innermost.name == name
-        for file, name in _CONFIG_LOADERS
-    )
 
 
 def describe(exc: BaseException, argv: List[str]) -> Optional[Tuple[str, int]]:
@@ -232,7 +206,7 @@ def describe(exc: BaseException, argv: List[str]) -> Optional[Tuple[str, int]]:
             2,
         )
     config = load_config_argument(argv)
-    if config is None or not _while_loading_the_config(exc.__traceback__):
+    if config is None or not raised_while_loading_the_config(exc.__traceback__):
         return None
     what_to_do = "\n  What to do: pass --load-config <output-dir>/<experiment>/<method>/<timestamp>/config.yml of a run"
     if isinstance(exc, FileNotFoundError) and exc.filename is not None and Path(exc.filename) == Path(config):

@@ -50,6 +50,9 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
                                                    options, checked before the checkpoint is loaded)
   ``ViewerControl._setup`` (``Viewer.__init__``)   :class:`ViewerHook`, :func:`on_viewer_built` (:mod:`.viewer_hook`;
                                                    the page of ns-viewer)
+  ``eval_utils.eval_setup``, ``scripts/train.py``'s ``main`` (the frames that load ``--load-config``)
+                                                   :func:`~.command_line.raised_while_loading_the_config` (an
+                                                   error there is the config's; one after it is not)
   ``ExternalMethodDummyTrainerConfig.__post_init__``  :func:`list_external_methods_without_inspect_stack` (1.25 s
                                                    of import; splat-plus commands only)
 viser 0.2.7 (:mod:`.viser_private`)

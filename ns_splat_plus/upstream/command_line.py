@@ -96,3 +96,30 @@ def splat_plus_command(argv: Optional[List[str]] = None) -> bool:
         method = saved_method_name(config)
         return method is None or is_our_method(method) or method not in other_method_names()
     return len(argv) > 1 and is_our_method(argv[1])
+
+
+_NERFSTUDIO_ENTRY_FILES = ("nerfstudio/scripts/", "nerfstudio/utils/eval_utils.py")
+"""nerfstudio 1.1.5's command entry points (ns-train, ns-eval, ns-viewer, ns-export) and the loader they share."""
+_CONFIG_LOADERS = (("nerfstudio/utils/eval_utils.py", "eval_setup"), ("nerfstudio/scripts/train.py", "main"))
+"""(file, function) of nerfstudio 1.1.5 that load a ``--load-config``: ns-eval's, ns-viewer's and ns-export's
+``eval_setup``, ns-train's ``main``."""
+
+
+def raised_while_loading_the_config(tb) -> bool:
+    """Whether the innermost frame of nerfstudio's entry points in the traceback ``tb`` is one that loads the
+    config: an error raised from a script's own work after that (ns-export cameras' pose collection, ns-train's
+    training loop) is not the config's fault, and was blamed on it."""
+    import traceback
+
+    entries = [
+        frame
+        for frame in traceback.extract_tb(tb)
+        if any(d in frame.filename.replace("\\", "/") for d in _NERFSTUDIO_ENTRY_FILES)
+    ]
+    if not entries:
+        return False
+    innermost = entries[-1]
+    return any(
+        innermost.filename.replace("\\", "/").endswith(file) and innermost.name == name
+        for file, name in _CONFIG_LOADERS
+    )
