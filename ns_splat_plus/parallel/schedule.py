@@ -48,8 +48,12 @@ def scaled_steps(steps: int, world_size: int, steps_scaler: float = 1.0) -> int:
     so that 30000 x 0.8 / 4 is 6000, not 6001."""
     if steps <= 0:
         return steps
-    ratio = Fraction(steps_scaler).limit_denominator(10**6) / world_size
-    return max(1, math.ceil(steps * ratio))
+    return max(1, math.ceil(steps * steps_ratio(world_size, steps_scaler)))
+
+
+def steps_ratio(world_size: int, steps_scaler: float = 1.0) -> Fraction:
+    """steps_scaler / W as an exact fraction: what :func:`scaled_steps` multiplies a step count by."""
+    return Fraction(steps_scaler).limit_denominator(10**6) / world_size
 
 
 def steps_scaler_of(config) -> float:
@@ -66,7 +70,7 @@ def typed_max_num_iterations(config, scaled: int) -> int:
     """The smallest ``--max-num-iterations`` a user types that the launch turns into ``scaled`` steps or more
     (``config``: a launched SplatPlusTrainerConfig; ``scaled`` itself where the launch scaled nothing)."""
     world_size, steps_scaler = _launch_scaling(config)
-    ratio = Fraction(steps_scaler).limit_denominator(10**6) / world_size
+    ratio = steps_ratio(world_size, steps_scaler)
     typed = max(1, math.floor((scaled - 1) / ratio))  # at most a few below the answer (ceil's rounding)
     while scaled_steps(typed, world_size, steps_scaler) < scaled:
         typed += 1
@@ -82,7 +86,7 @@ def describe_max_num_iterations(config) -> str:
     world_size, steps_scaler = _launch_scaling(config)
     if world_size == 1 and steps_scaler == 1.0:
         return f"--max-num-iterations {steps}"
-    ratio = Fraction(steps_scaler).limit_denominator(10**6) / world_size
+    ratio = steps_ratio(world_size, steps_scaler)
     reasons = [f"{world_size} cameras per step"] if world_size > 1 else []
     reasons += [f"--steps-scaler {steps_scaler:.3g}"] if steps_scaler != 1.0 else []
     return f"the run's {steps} steps (--max-num-iterations x {ratio}: {' and '.join(reasons)})"

@@ -107,10 +107,9 @@ class SplatPlusDataManager(FullImageDatamanager[PhotoDataset]):
             "eval": None,
         }
         # the train split parsed without its SfM points, which are then read as arrays (sfm_points.py); a
-        # damaged model file, a photo the dataparser opens or a bare assert of it named (here, not in ns-train
-        # alone: ns-eval, ns-viewer and ns-export parse the dataset again, without ns-train's preflight)
-        # Shown and exited here (status 2, "splat-plus: ..."): ns-eval / ns-viewer / ns-export have no handler of
-        # their own, and a SplatPlusError (a SystemExit) reaching Python printed bare and exited 1
+        # damaged model file, a photo the dataparser opens or a bare assert of it named, shown and exited here
+        # (status 2, "splat-plus: ..."): ns-eval, ns-viewer and ns-export parse the dataset again, without
+        # ns-train's preflight or any handler of their own (a SplatPlusError printed bare and exited 1)
         fast_points = sfm_points.fast_points_apply(config.dataparser)
         with (
             exit_on_user_error(collectives.get_rank()),

@@ -21,7 +21,7 @@ from typing import Iterable, Iterator, List, Optional
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.options import check_model_options, flag
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
-from ns_splat_plus.training import colmap_checks
+from ns_splat_plus.training import colmap_checks, dataset_checks
 
 MAX_WARMUP_STEPS = 1000
 """--warmup-steps above this is refused: warmup's steps are undone, and a billion of them ran silently for days."""
@@ -464,9 +464,7 @@ def dataparser_errors() -> Iterator[None]:
             raise UserInputError(f"the dataset could not be loaded: {exc or type(exc).__name__}") from None
         photo = photo_opened_by_dataparser(exc)
         if photo is not None:
-            from ns_splat_plus.training.dataset_checks import unreadable_photo
-
-            raise unreadable_photo(photo, exc) from None
+            raise dataset_checks.unreadable_photo(photo, exc) from None
         if isinstance(exc, FileNotFoundError) and exc.filename and any(_in_dataparser(f.filename) for f in frames):
             raise UserInputError(f"the dataset could not be loaded: {exc.filename} does not exist") from None
         raise
