@@ -200,3 +200,27 @@ def test_the_five_run_lite_against_splatfacto_table_is_the_benchmark():
         peaks = [m["train_peak_gib"]["mean"] for m in (lite, reference)]
         expected = f"{peaks[0]:.2f} against {peaks[1]:.2f} GiB ({peaks[0] / peaks[1]:.3f}x)"
         assert cells[4] == expected, (scene, cells[4], expected)
+
+
+LITE_AT_HEAD = REPO / "benchmarks" / "2026-12-01-h200-lite-against-splatfacto-and-graph-divergence"
+
+
+def test_the_lite_against_splatfacto_paragraph_is_the_benchmark():
+    """The paragraph of lite against splatfacto at a later commit: each figure from its reports and start-up records."""
+    paragraph = next(p for p in _subsection(ONE_COMMIT_HEADING).split("\n\n") if LITE_AT_HEAD.name in p)
+    paragraph = " ".join(paragraph.split())
+    commit = (LITE_AT_HEAD / "raw" / "commit.txt").read_text().strip()
+    assert f"at `{commit[:7]}`" in paragraph, paragraph
+    for scene, report in (("fox", "fox"), ("plush-dog", "plush-dog")):
+        runs = {r["method"]: r for r in json.loads((LITE_AT_HEAD / report / "results.json").read_text())["runs"]}
+        lite, reference = runs["splat-plus-lite"], runs["splatfacto"]
+        assert lite["timing_valid"] and reference["timing_valid"], scene
+        ratio = lite["process_wall_s"] / reference["process_wall_s"]
+        shown = f"{scene} {reference['process_wall_s']:.1f} s against **{lite['process_wall_s']:.1f} s ({ratio:.3f}x)**"
+        assert shown in paragraph, (shown, paragraph)
+        for run in (lite, reference):
+            assert f"{run['step_time_ms_median']:.2f}" in paragraph, (scene, run["method"], run["step_time_ms_median"])
+            assert f"{run['gpu_busy_ms']:.2f} ms" in paragraph, (scene, run["method"], run["gpu_busy_ms"])
+        startup = LITE_AT_HEAD / "raw" / f"startup_{'dog' if scene == 'plush-dog' else scene}_splat-plus-lite.json"
+        seconds = json.loads(startup.read_text())["seconds_to_first_step_end"]
+        assert f"{seconds:.1f} s" in paragraph, (scene, seconds)
