@@ -33,14 +33,20 @@ accumulator node, which runs on the stream it was created on (torch >= 2.9 warns
 created by an earlier, eager step on the default stream, and kept alive by that step's loss or
 ``model.info``, makes the recording depend on the default stream, which CUDA refuses. So nothing of
 an earlier step's autograd graph is kept: the step returns its loss detached, and a recording first
-drops ``model.info`` and its own outputs. The background's random colour is
-drawn inside the graph, from the same generator, as other numbers than the eager step's.
+drops ``model.info`` and its own outputs.
+
+The background's random colour is drawn inside the graph, from the device's default generator: a replay
+draws at the generator's offset of the moment and moves it on, as an eager step's draw does. A recording
+leaves the generator where it found it (:func:`generator_kept`; its unrecorded runs draw too), so a run
+with the graph draws the eager run's colours, step for step, and the two differ only by the order of
+the backward's atomic additions.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any, Dict, List, Optional, Tuple
+import contextlib
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from nerfstudio.utils.rich_utils import CONSOLE
@@ -81,6 +87,21 @@ def drop_step_on_overflow(info: Dict[str, Any], parameters) -> None:
     radii = info.get("radii")
     if isinstance(radii, torch.Tensor):
         radii.mul_(kept.to(radii.dtype))
+
+
+@contextlib.contextmanager
+def generator_kept(device: torch.device) -> Iterator[None]:
+    """The default generator of ``device`` (CUDA or the CPU) set back, after the block, to its state before it:
+    the block's random draws leave no trace on the numbers drawn after it."""
+    cuda = device.type == "cuda"
+    state = torch.cuda.get_rng_state(device) if cuda else torch.get_rng_state()
+    try:
+        yield
+    finally:
+        if cuda:
+            torch.cuda.set_rng_state(state, device)
+        else:
+            torch.set_rng_state(state)
 
 
 def unavailable_reason(trainer: TrainerLike) -> Optional[str]:
@@ -343,6 +364,11 @@ class GraphedForwardBackward:
             CONSOLE.print(f"--cuda-graph: {self.failure}")
 
     def _capture(self, step: int, camera, batch) -> None:
+        # the unrecorded runs draw backgrounds: without this, every recording would shift the run's colours by one
+        with generator_kept(torch.device(self.trainer.device)):
+            self._capture_with_generator(step, camera, batch)
+
+    def _capture_with_generator(self, step: int, camera, batch) -> None:
         model = self.trainer.pipeline.model
         # the loss's SSIM in kernels a graph records, in every step from here, eager ones too: the unrecorded run
         # below compiles and loads them before the recording (fused-ssim's launch on the legacy stream)

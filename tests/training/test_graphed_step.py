@@ -419,3 +419,35 @@ def test_an_overflowed_replay_is_no_step_for_densification(absgrad):
     assert state["count"].tolist() == [0.0] * 5  # not counted as a visible step
     assert state["grad2d"].tolist() == [0.0] * 5
     assert state["radii"].tolist() == [0.0] * 5
+
+
+def test_a_block_under_generator_kept_leaves_the_draws_after_it_as_they_were():
+    torch.manual_seed(5)
+    expected = torch.rand(4)
+    torch.manual_seed(5)
+    with graphed_step.generator_kept(torch.device("cpu")):
+        torch.rand(7)
+    assert torch.equal(torch.rand(4), expected)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_recording_leaves_the_generator_where_it_found_it(monkeypatch, fails):
+    """Its unrecorded runs draw backgrounds; a run with the graph must then draw the eager run's colours (the
+    replays draw them: tests/training/test_graphed_step_gpu.py). So must a recording that CUDA refuses."""
+    graphed = graphed_step.GraphedForwardBackward(SimpleNamespace(device="cpu", pipeline=SimpleNamespace()))
+
+    def drawing(step, camera, batch):
+        torch.rand(5)
+        if fails:
+            raise torch.AcceleratorError("CUDA error: operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(graphed, "_capture_with_generator", drawing)
+    torch.manual_seed(3)
+    expected = torch.rand(2)
+    torch.manual_seed(3)
+    if fails:
+        with pytest.raises(torch.AcceleratorError):
+            graphed._capture(1, None, None)
+    else:
+        graphed._capture(1, None, None)
+    assert torch.equal(torch.rand(2), expected)

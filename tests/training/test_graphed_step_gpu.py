@@ -1,7 +1,7 @@
 """--cuda-graph on CUDA (ns_splat_plus.training.graphed_step): a replayed step computes the eager step's loss and
 gradients; training through refines records again and densifies from the replayed gradients; a step whose tiles do
-not fit is recorded again with room. The background is black (a random one draws other numbers in a graph), except
-in the test that a replay draws a new random one."""
+not fit is recorded again with room. The background is black, so that a step's loss does not hang on its draw,
+except in the tests of the random background: a replay draws a new one, the eager run's."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 from inprocess import build_trainer, close_writers, default_strategy_state, small_scene, trainer_config
 
-from ns_splat_plus import strategy
+from ns_splat_plus import strategy, upstream
 from ns_splat_plus.training import graphed_step
 from ns_splat_plus.training.step import run_training_step
 
@@ -296,5 +296,37 @@ def test_a_random_background_is_drawn_again_at_each_replay(scene, tmp_path):
         torch.cuda.synchronize()
         assert all(bool(((colour >= 0) & (colour < 1)).all()) for colour in drawn)
         assert not torch.equal(drawn[0], drawn[1]) and not torch.equal(drawn[1], drawn[2])
+    finally:
+        close_writers()
+
+
+def test_a_graphed_run_draws_the_eager_run_s_random_backgrounds(scene, tmp_path):
+    """A recording leaves the generator where it found it (its unrecorded runs draw too), and each replay draws at
+    the generator's offset as an eager step does: the replays' colours are those the eager steps would draw."""
+    config = _cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False)
+    config.pipeline.model.background_color = "random"
+    trainer = build_trainer(config)
+    try:
+        for step in range(12):
+            run_training_step(trainer, step)
+        model = trainer.pipeline.model
+        trainer.pipeline.train()
+        model.step = 12
+        camera, batch = trainer.pipeline.datamanager.next_train(12)
+        device = torch.device(trainer.device)
+        before = torch.cuda.get_rng_state(device)
+        eager = [upstream.background(model).clone() for _ in range(3)]  # what steps 12, 13, 14 draw eagerly
+        torch.cuda.set_rng_state(before, device)
+        graphed = graphed_step.GraphedForwardBackward(trainer)
+        graphed._capture(12, camera, batch)
+        assert torch.equal(torch.cuda.get_rng_state(device), before), "the recording moved the generator on"
+        drawn = []
+        for _ in range(3):
+            graphed.graph.replay()
+            drawn.append(graphed._outputs["background"].clone())
+        torch.cuda.synchronize()
+        assert len({tuple(colour.tolist()) for colour in eager}) == 3
+        for want, got in zip(eager, drawn):
+            assert torch.equal(got, want), (got, want)
     finally:
         close_writers()
