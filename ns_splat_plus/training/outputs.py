@@ -42,6 +42,29 @@ def _existing_ancestor(path: Path) -> Path:
     return path
 
 
+def highest_missing(folder: Path) -> Optional[Path]:
+    """The highest of ``folder`` (absolute) and its parents that does not exist: what ``mkdir(parents=True)``
+    makes first; None where ``folder`` exists."""
+    missing = None
+    for path in (folder, *folder.parents):
+        if path.exists():
+            break
+        missing = path
+    return missing
+
+
+def remove_empty_folders(folder: Path, up_to: Path) -> None:
+    """Remove ``folder`` and its parents up to ``up_to`` (included), each while it is empty: a folder made for an
+    output that was never written, and nothing that holds another run's files."""
+    for path in (folder, *folder.parents):
+        try:
+            path.rmdir()
+        except OSError:  # not empty, or already gone: kept, and every folder above it
+            return
+        if path == up_to:
+            return
+
+
 def free_bytes(path: Path) -> int:
     """Free bytes (for this user) on the disk that holds ``path`` or its nearest existing parent."""
     return shutil.disk_usage(_existing_ancestor(path)).free

@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Dict
 
 from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.training.outputs import highest_missing, remove_empty_folders
 
 MAX_SUFFIX = 1000
 OWN_FILES = {"config.yml"}
 """What ns-train writes before training starts: a run directory holding only these is unused."""
+
+_made_by_claim: Dict[Path, Path] = {}
+"""{run directory: the highest folder :func:`claim` made on the way to it} (``--output-dir`` itself where it did
+not exist): :func:`discard_if_unused` removes those too, so a start-up error leaves no empty folder behind."""
 
 
 def claim(config, explicit_timestamp: bool) -> str:
@@ -32,9 +38,12 @@ def claim(config, explicit_timestamp: bool) -> str:
     for i in range(MAX_SUFFIX):
         config.timestamp = base if i == 0 else f"{base}-{i}"
         run_dir = config.get_base_dir()
+        made = highest_missing(run_dir.parent.absolute())
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.mkdir(run_dir)  # atomic: exactly one process creates it
+            if made is not None:
+                _made_by_claim[run_dir.absolute()] = made
             return config.timestamp
         except FileExistsError:
             if explicit_timestamp:
@@ -62,9 +71,10 @@ before its first step counts as unused."""
 
 
 def discard_if_unused(run_dir: Path, also: tuple = ()) -> None:
-    """Remove ``run_dir`` if training never wrote into it (a start-up error), leaving nothing behind (nor its
-    ``<experiment>/<method>`` folders, where no other run is in them);
-    ``also``: name prefixes that count as unused too (:data:`SETUP_FILES`, where no step ran)."""
+    """Remove ``run_dir`` if training never wrote into it (a start-up error), leaving nothing behind: nor its
+    ``<experiment>/<method>`` folders, nor the folders up to ``--output-dir`` that :func:`claim` made for it,
+    where they are empty (no other run is in them); ``also``: name prefixes that count as unused too
+    (:data:`SETUP_FILES`, where no step ran)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return
@@ -73,8 +83,6 @@ def discard_if_unused(run_dir: Path, also: tuple = ()) -> None:
         for entry in entries:
             entry.unlink()
         run_dir.rmdir()
-        for parent in (run_dir.parent, run_dir.parent.parent):  # <experiment>/<method>/, made for it, if now empty
-            try:
-                parent.rmdir()
-            except OSError:  # not empty (other runs): kept
-                break
+        parents = run_dir.absolute().parents  # <method>, <experiment>, ..., --output-dir, ...
+        made = _made_by_claim.pop(run_dir.absolute(), None)
+        remove_empty_folders(parents[0], up_to=made if made is not None and made in parents[2:] else parents[1])

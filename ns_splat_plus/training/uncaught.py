@@ -29,6 +29,7 @@ Only uncaught exceptions reach the hook, so nothing changes for code that handle
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List, NoReturn, Optional, Tuple
 
 from ns_splat_plus.errors import SplatPlusError, exit_on_user_error
+from ns_splat_plus.training import outputs
 from ns_splat_plus.upstream.command_line import option_value, raised_while_loading_the_config
 
 INTERRUPTED_STATUS = 130
@@ -280,8 +282,30 @@ def _name_in_torchrun_summary(message: str) -> None:
 
 
 def install() -> None:
-    """Make :func:`handle` the process's excepthook (once; the one it replaces handles everything else)."""
+    """Make :func:`handle` the process's excepthook (once; the one it replaces handles everything else), and
+    :func:`remove_an_unused_export_dir_at_exit`."""
     global _previous
     if sys.excepthook is not handle:
         _previous = sys.excepthook
         sys.excepthook = handle
+        remove_an_unused_export_dir_at_exit(sys.argv)
+
+
+def remove_an_unused_export_dir_at_exit(argv: List[str]) -> None:
+    """ns-export makes its ``--output-dir`` before it reads the config: where that folder (or one above it) did not
+    exist before the command and nothing was written into it (a bad config, a crop box with no Gaussian, an
+    error), remove what was made, at the exit or before :func:`handle`'s message."""
+    value = option_value(argv, "--output-dir") if argv and Path(argv[0]).name == "ns-export" else None
+    if value is None:
+        return
+    folder = Path(value).absolute()
+    made = outputs.highest_missing(folder)
+    if made is None:
+        return
+
+    def remove() -> None:
+        if folder.is_dir():
+            outputs.remove_empty_folders(folder, up_to=made)
+
+    add_cleanup(remove)
+    atexit.register(remove)

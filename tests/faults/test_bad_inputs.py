@@ -547,6 +547,7 @@ def test_an_export_that_needs_a_nerf_says_so_and_names_gaussian_splat(trained, t
         status=2,
     )
     assert "is not the config.yml" not in output and "Done loading checkpoint" not in output, output[-3000:]
+    assert not export.exists(), "the --output-dir ns-export made is left, empty"
 
 
 @pytest.mark.slow
@@ -561,7 +562,7 @@ def test_a_gaussian_splat_crop_that_holds_no_gaussian_is_one_message(trained, tm
         "What to do: enlarge --obb-scale",
         status=2,
     )
-    assert not (tmp_path / "export" / "splat.ply").exists()
+    assert not (tmp_path / "export").exists(), "the --output-dir ns-export made is left, empty"
 
 
 @pytest.mark.slow

@@ -438,7 +438,7 @@ def test_bad_load_config_is_one_message(trained, tmp_path, entry, kind, needles)
     assert snapshot(trained) == before
     assert_nothing_under(workdir)
     assert not (tmp_path / "m.json").exists()
-    assert_nothing_under(tmp_path / "e")  # ns-export makes its --output-dir before it reads the config
+    assert not (tmp_path / "e").exists()  # ns-export makes its --output-dir before it reads the config: removed
 
 
 def _raised_in(path: str, function: str, exc: BaseException, calls: str = "") -> BaseException:

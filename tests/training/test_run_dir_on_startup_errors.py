@@ -37,3 +37,11 @@ def test_another_ranks_startup_error_leaves_rank_0s_run_directory(tmp_path, monk
 def test_rank_0s_startup_error_removes_its_unused_run_directory(tmp_path, monkeypatch):
     run = _setup_with_a_damaged_photo(tmp_path, monkeypatch, main_process=True)
     assert not run.exists()
+    assert not (tmp_path / "out").exists(), "the --output-dir it made for the run is left, empty"
+
+
+def test_a_startup_error_keeps_an_output_dir_that_was_there_before(tmp_path, monkeypatch):
+    (tmp_path / "out").mkdir()
+    run = _setup_with_a_damaged_photo(tmp_path, monkeypatch, main_process=True)
+    assert not run.exists() and not run.parent.exists()  # <experiment>/<method>/ made for the run
+    assert (tmp_path / "out").is_dir()
