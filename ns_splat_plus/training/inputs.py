@@ -13,6 +13,7 @@ import dataclasses
 import math
 import re
 import shlex
+import socket
 import sys
 import traceback
 from pathlib import Path
@@ -119,6 +120,37 @@ def check_viewer_ports(config) -> None:
                 f"--viewer.{option.replace('_', '-')} {port} is not a TCP port",
                 "pass a port from 1 to 65535 (the viewer's default is 7007), or leave the option out",
             )
+
+
+def check_viewer_host(config) -> None:
+    """--viewer.websocket-host is an address the viewer can serve on here: a name that does not resolve left viser
+    waiting for its server forever (the command neither served nor exited), and an address of another machine
+    printed the viewer's address though nothing served there. Checked by binding a socket to it on a free port;
+    only where this process runs the viewer (the host of another node need not be this one's)."""
+    host = getattr(getattr(config, "viewer", None), "websocket_host", None)
+    if not host:
+        return
+    what_to_do = (
+        "pass 0.0.0.0 (every network interface of this machine, the default), 127.0.0.1 (this machine only) "
+        "or an address of this machine"
+    )
+    try:
+        addresses = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as err:
+        why = getattr(err, "strerror", None) or str(err)
+        raise UserInputError(
+            f"--viewer.websocket-host {host} is not a host name or address ({why})", what_to_do
+        ) from None
+    refused: Optional[OSError] = None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            try:
+                probe.bind((address[0], 0, *address[2:]))  # port 0: a free one, not the viewer's
+                return
+            except OSError as err:
+                refused = err
+    why = refused.strerror if refused is not None else "no address"
+    raise UserInputError(f"--viewer.websocket-host {host} is not an address of this machine ({why})", what_to_do)
 
 
 def check_strategy_options(model, given: Iterable[str]) -> None:

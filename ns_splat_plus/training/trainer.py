@@ -248,6 +248,7 @@ def check_before_loading(config: SplatPlusTrainerConfig) -> None:
     # ns-viewer's own --viewer options (not the run's): a port outside 1-65535 stopped viser's thread with an
     # OverflowError while the command neither served nor exited; 0 served on a port the banner did not name
     inputs.check_viewer_ports(script)
+    inputs.check_viewer_host(script)
     data = inputs.dataset_path(config)
     if data is not None and not data.exists():
         raise UserInputError(
@@ -299,6 +300,8 @@ class SplatPlusTrainer(Trainer):
         with exit_on_user_error(self.rank):
             try:
                 inputs.preflight(self.config)
+                if self.config.is_viewer_enabled():  # this process's viewer (global rank 0): its host is this one
+                    inputs.check_viewer_host(self.config)
                 with console.plain_progress_when_piped(self.config.logging) as plain_progress:
                     super().setup(test_mode=test_mode)  # the dataparser's errors: named by the datamanager
                 for name, at in self.early_startup_marks.items():

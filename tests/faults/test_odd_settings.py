@@ -18,6 +18,7 @@ from clirun import (
     assert_ok,
     assert_one_message,
     checkpoints,
+    free_port,
     ns_train,
     ns_train_cmd,
     run,
@@ -104,6 +105,25 @@ def test_websocket_port_out_of_range_is_refused_at_launch(scene, tmp_path):
     )
 
 
+# --- 9b. --viewer.websocket-host the viewer cannot serve on --------------------------------------------
+
+BAD_HOSTS = [
+    # a name that does not resolve: viser waited for its server forever, the run neither trained nor exited
+    ("999.1.1.1", "--viewer.websocket-host 999.1.1.1 is not a host name or address"),
+    # an address of another machine (TEST-NET-1, never assigned): the viewer's address was printed, nothing served
+    ("192.0.2.1", "--viewer.websocket-host 192.0.2.1 is not an address of this machine"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("host,needle", BAD_HOSTS, ids=[host for host, _ in BAD_HOSTS])
+def test_a_websocket_host_the_viewer_cannot_serve_on_is_refused(scene, tmp_path, host, needle):
+    # the viewer on, as by default (the shared CPU arguments turn it off); a free port, so parallel tests do not meet
+    viewer = ["--vis", "viewer", "--viewer.websocket-port", str(free_port()), "--viewer.websocket-host", host]
+    proc = run(ns_train_cmd(scene, tmp_path, "host", STEPS, *viewer), timeout=120)
+    assert_refused_at_launch(proc, tmp_path, "host", needle, "pass 0.0.0.0")
+
+
 # --- 10. ns-train <method> --load-config <another method's config.yml> -------------------------------
 
 
@@ -144,6 +164,16 @@ def test_ns_viewer_refuses_a_websocket_port_out_of_range_before_loading(trained,
         "What to do: pass a port from 1 to 65535",
         status=2,
     )
+    assert "Done loading checkpoint" not in output, output[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("host,needle", BAD_HOSTS, ids=[host for host, _ in BAD_HOSTS])
+def test_ns_viewer_refuses_a_websocket_host_it_cannot_serve_on_before_loading(trained, host, needle):
+    from clirun import console_script
+
+    cmd = [console_script("ns-viewer"), "--load-config", str(trained / "config.yml"), "--viewer.websocket-host", host]
+    output = assert_one_message(run(cmd, timeout=120), f"splat-plus: {needle}", "What to do: pass 0.0.0.0", status=2)
     assert "Done loading checkpoint" not in output, output[-3000:]
 
 
