@@ -13,7 +13,6 @@ import dataclasses
 import math
 import re
 import shlex
-import socket
 import sys
 import traceback
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Iterable, Iterator, List, Optional
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.options import check_model_options, flag
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
-from ns_splat_plus.training import colmap_checks, dataset_checks
+from ns_splat_plus.training import colmap_checks, dataset_checks, viewer_address
 
 MAX_WARMUP_STEPS = 1000
 """--warmup-steps above this is refused: warmup's steps are undone, and a billion of them ran silently for days."""
@@ -69,7 +68,7 @@ def check_options(config) -> None:
     check_cameras_per_step(config)
     check_model_options(model)  # every strategy option in its range (model/options.py: beside its definition)
     check_densify_callbacks(model)
-    check_viewer_ports(config)
+    viewer_address.check_viewer_ports(config)
     if getattr(model, "rasterizer", "auto") == "gsplat" and config.machine.device_type != "cuda":
         raise UserInputError(
             f"--pipeline.model.rasterizer gsplat needs CUDA, but --machine.device-type is {config.machine.device_type}: "
@@ -107,50 +106,6 @@ def check_densify_callbacks(model) -> None:
                 f"--pipeline.model.densify-callbacks: {err}",
                 "name a function as 'pkg.module:function' that imports from here (PYTHONPATH), or leave the option out",
             ) from None
-
-
-def check_viewer_ports(config) -> None:
-    """--viewer.websocket-port (and its default) is a TCP port: a number outside 1-65535 stopped the viewer's
-    thread with an OverflowError while the run neither trained nor exited."""
-    viewer = getattr(config, "viewer", None)
-    for option in ("websocket_port", "websocket_port_default"):
-        port = getattr(viewer, option, None)
-        if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
-            raise UserInputError(
-                f"--viewer.{option.replace('_', '-')} {port} is not a TCP port",
-                "pass a port from 1 to 65535 (the viewer's default is 7007), or leave the option out",
-            )
-
-
-def check_viewer_host(config) -> None:
-    """--viewer.websocket-host is an address the viewer can serve on here: a name that does not resolve left viser
-    waiting for its server forever (the command neither served nor exited), and an address of another machine
-    printed the viewer's address though nothing served there. Checked by binding a socket to it on a free port;
-    only where this process runs the viewer (the host of another node need not be this one's)."""
-    host = getattr(getattr(config, "viewer", None), "websocket_host", None)
-    if not host:
-        return
-    what_to_do = (
-        "pass 0.0.0.0 (every network interface of this machine, the default), 127.0.0.1 (this machine only) "
-        "or an address of this machine"
-    )
-    try:
-        addresses = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as err:
-        why = getattr(err, "strerror", None) or str(err)
-        raise UserInputError(
-            f"--viewer.websocket-host {host} is not a host name or address ({why})", what_to_do
-        ) from None
-    refused: Optional[OSError] = None
-    for family, kind, proto, _, address in addresses:
-        with socket.socket(family, kind, proto) as probe:
-            try:
-                probe.bind((address[0], 0, *address[2:]))  # port 0: a free one, not the viewer's
-                return
-            except OSError as err:
-                refused = err
-    why = refused.strerror if refused is not None else "no address"
-    raise UserInputError(f"--viewer.websocket-host {host} is not an address of this machine ({why})", what_to_do)
 
 
 def check_strategy_options(model, given: Iterable[str]) -> None:

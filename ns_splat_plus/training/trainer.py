@@ -48,6 +48,7 @@ from ns_splat_plus.training import (
     short_run,
     startup,
     uncaught,
+    viewer_address,
     warmup,
 )
 from ns_splat_plus.training.graphed_step import GraphedForwardBackward, graphed_step_for
@@ -245,10 +246,9 @@ def check_before_loading(config: SplatPlusTrainerConfig) -> None:
             "export the Gaussians as a PLY: ns-export gaussian-splat "
             f"--load-config {shlex.quote(str(script.load_config))} --output-dir {shlex.quote(str(script.output_dir))}",
         )
-    # ns-viewer's own --viewer options (not the run's): a port outside 1-65535 stopped viser's thread with an
-    # OverflowError while the command neither served nor exited; 0 served on a port the banner did not name
-    inputs.check_viewer_ports(script)
-    inputs.check_viewer_host(script)
+    # ns-viewer's own --viewer options (not the run's); port 0 served on a port the banner did not name
+    viewer_address.check_viewer_ports(script)
+    viewer_address.check_viewer_host(script)
     data = inputs.dataset_path(config)
     if data is not None and not data.exists():
         raise UserInputError(
@@ -301,7 +301,7 @@ class SplatPlusTrainer(Trainer):
             try:
                 inputs.preflight(self.config)
                 if self.config.is_viewer_enabled():  # this process's viewer (global rank 0): its host is this one
-                    inputs.check_viewer_host(self.config)
+                    viewer_address.check_viewer_host(self.config)
                 with console.plain_progress_when_piped(self.config.logging) as plain_progress:
                     super().setup(test_mode=test_mode)  # the dataparser's errors: named by the datamanager
                 for name, at in self.early_startup_marks.items():
