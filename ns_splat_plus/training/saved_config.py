@@ -6,18 +6,23 @@ ns-eval, ns-viewer, ns-export and ``ns-train --load-config`` read a run's ``conf
 concatenate str``, ``unsupported operand for %``), and a file missing whole sections (a trainer
 config without ``pipeline``) as an ``AttributeError``. ``SplatPlusTrainerConfig.__setstate__``
 (what YAML calls with the file's fields) runs :func:`check_saved_config` first, so that such a file
-stops with one message naming the file, the field, its value and the type it needs.
+stops with one message naming the file, the field, its value and the type it needs. A relative ``--data`` in it
+is taken from the folder ns-train ran in (:func:`dataset_as_trained`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import typing
 from pathlib import Path, PurePath
 from typing import Any, Iterator, Optional, Tuple
 
+from nerfstudio.utils.rich_utils import CONSOLE
+
 from ns_splat_plus.errors import UserInputError
+from ns_splat_plus.training.inputs import dataset_path
 
 REQUIRED_FIELDS = ("method_name", "experiment_name", "output_dir", "timestamp", "machine", "pipeline", "optimizers")
 """Fields every trainer's config.yml holds (fields added since an older run are not required: they keep defaults)."""
@@ -153,3 +158,38 @@ def describe_loaded_run(config: Any, argv, run_dir: Path) -> str:
             f"them): {' '.join(ignored)}"
         )
     return line
+
+
+def folder_trained_in(config, load_config: Optional[str]) -> Optional[Path]:
+    """The folder ns-train ran in, for a run whose run directory (``--output-dir``/experiment/method/timestamp) is
+    relative: where its config.yml (``load_config``) lies, less that run directory; None where the run directory
+    is absolute, or the config.yml does not lie at the end of it (a moved or copied run)."""
+    if load_config is None:
+        return None
+    run = Path(config.get_base_dir())
+    lies_in = Path(os.path.normpath(Path(load_config).absolute())).parent
+    if run.is_absolute() or ".." in run.parts or lies_in.parts[-len(run.parts) :] != run.parts:
+        return None
+    return Path(*lies_in.parts[: -len(run.parts)])
+
+
+def dataset_as_trained(config, load_config: Optional[str]) -> Optional[Path]:
+    """ns-eval, ns-viewer, ns-export: the run's dataset, a relative ``--data`` taken from the folder ns-train ran in
+    (:func:`folder_trained_in`), and set so in ``config``. config.yml keeps ``--data`` as typed, and nerfstudio read
+    it from the folder the command runs in: from another folder the run's dataset "did not exist", or another scene
+    at that relative path was evaluated without a word. None where there is no dataset."""
+    data = dataset_path(config)
+    trained_in = folder_trained_in(config, load_config) if data is not None and not data.is_absolute() else None
+    if data is None or trained_in is None:
+        return data
+    as_trained = Path(os.path.normpath(trained_in / data))
+    if as_trained != Path(os.path.normpath(data.absolute())):
+        CONSOLE.print(
+            f"splat-plus: the run's --data {data} is relative to where ns-train ran: reading {as_trained}", markup=False
+        )
+    datamanager = config.pipeline.datamanager
+    if getattr(datamanager, "data", None) is not None:
+        datamanager.data = as_trained
+    else:
+        datamanager.dataparser.data = as_trained
+    return as_trained

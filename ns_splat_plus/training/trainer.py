@@ -216,14 +216,13 @@ def checkpoints_beside_the_config(config: SplatPlusTrainerConfig, named: Path) -
     The config names its run directory (``--output-dir``/experiment/method/timestamp, relative to where ns-train
     ran): a moved run then had "no checkpoint", a copied one silently loaded the original's checkpoints, and a
     command run from another folder found nothing. The ``nerfstudio_models`` beside the config.yml is loaded
-    instead, with one line saying so; ``named`` (the config's own) where there is none or it is that folder."""
-    script = upstream.running_script()
-    load_config = getattr(script, "load_config", None)
-    if load_config is None:
-        return named
-    beside = Path(load_config).parent / named.name
+    instead, with one line where the run was moved or copied; ``named`` where there is none or it is that folder."""
+    load_config = getattr(upstream.running_script(), "load_config", None)
+    beside = Path(load_config).parent / named.name if load_config is not None else named
     if not beside.is_dir() or beside.resolve() == named.resolve():
         return named
+    if saved_config.folder_trained_in(config, load_config) is not None:  # run from another folder: not moved
+        return beside
     CONSOLE.print(
         f"splat-plus: {load_config} names its run directory {config.get_base_dir()}, not the folder it is in "
         f"(moved or copied?): loading the checkpoints beside it, in {beside}",
@@ -249,7 +248,7 @@ def check_before_loading(config: SplatPlusTrainerConfig) -> None:
     # ns-viewer's own --viewer options (not the run's); port 0 served on a port the banner did not name
     viewer_address.check_viewer_ports(script)
     viewer_address.check_viewer_host(script)
-    data = inputs.dataset_path(config)
+    data = saved_config.dataset_as_trained(config, getattr(script, "load_config", None))
     if data is not None and not data.exists():
         raise UserInputError(
             f"the dataset of this run, {data}, does not exist (moved or renamed?)",

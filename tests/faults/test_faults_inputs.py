@@ -355,6 +355,35 @@ def test_eval_of_a_copied_or_moved_run_loads_the_checkpoints_beside_its_config(t
     assert "names its run directory" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
+def test_eval_from_another_folder_reads_a_relative_data_from_where_ns_train_ran(tmp_path):
+    """config.yml keeps --data as typed (../scene), and nerfstudio read it from the folder ns-eval ran in: from another
+    folder the dataset "did not exist", or the scene that lay at that relative path there was scored without a word.
+    Here another scene lies there: ns-eval from that folder must score the run's own."""
+    import dataclasses
+
+    make_scene(tmp_path / "scene", TINY_SCENE)
+    trained_in = tmp_path / "f1"
+    trained_in.mkdir()
+    assert_ok(run(ns_train_cmd(Path("../scene"), Path("rel_out"), "r", STEPS), cwd=trained_in))
+    config_yml = trained_in / "rel_out" / "r" / "splat-plus" / "run" / "config.yml"
+    proc = ns_eval(config_yml, tmp_path / "from_f1.json", cwd=trained_in)
+    assert_ok(proc)
+    assert "relative to where ns-train ran" not in proc.stdout + proc.stderr  # the same folder: not a word
+    elsewhere = tmp_path / "f3" / "deep"
+    elsewhere.mkdir(parents=True)
+    make_scene(elsewhere.parent / "scene", dataclasses.replace(TINY_SCENE, seed=7))  # ../scene from there
+    proc = ns_eval(Path("../../f1") / config_yml.relative_to(trained_in), tmp_path / "from_f3.json", cwd=elsewhere)
+    assert_ok(proc)
+    output = " ".join((proc.stdout + proc.stderr).split())
+    assert f"the run's --data ../scene is relative to where ns-train ran: reading {tmp_path / 'scene'}" in output, (
+        output[-3000:]
+    )
+    assert "moved or copied" not in output  # its checkpoints are where its config.yml lies, as trained
+    scores = [json.loads((tmp_path / name).read_text())["results"] for name in ("from_f1.json", "from_f3.json")]
+    assert scores[0]["psnr"] == scores[1]["psnr"], scores
+
+
 def _without_top_level(text: str, key: str) -> str:
     """A YAML document without its top-level ``key`` (the line and the indented block under it)."""
     lines, skipping = [], False
