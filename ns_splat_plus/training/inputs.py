@@ -46,7 +46,7 @@ def check_options(config) -> None:
             f"pass --max-num-iterations {math.ceil(1 / steps_scaler - 1e-9)} or more, or a --steps-scaler of at least "
             f"{1 / config.max_num_iterations:.2g} (0.5: the schedule in half the steps)",
         )
-    check_load_step(config)
+    check_resume_options(config)
     steps_per_log = getattr(config.logging, "steps_per_log", 1)
     if steps_per_log < 1:  # nerfstudio's writer takes the step modulo it: a ZeroDivisionError at the first log
         raise UserInputError(f"--logging.steps-per-log must be a positive number of steps, got {steps_per_log}")
@@ -76,9 +76,17 @@ def check_options(config) -> None:
         )
 
 
-def check_load_step(config) -> None:
-    """--load-step picks a step of --load-dir's checkpoints: nerfstudio ignores it without one, and the run then
-    trained from scratch while its user believed it resumed."""
+def check_resume_options(config) -> None:
+    """One thing to resume from: --load-dir and --load-checkpoint together resumed from --load-dir's newest checkpoint
+    without a word about the file named. --load-step picks a step of --load-dir's checkpoints: nerfstudio ignores it
+    without one, and the run then trained from scratch while its user believed it resumed."""
+    if getattr(config, "load_dir", None) is not None and getattr(config, "load_checkpoint", None) is not None:
+        raise UserInputError(
+            f"--load-dir {config.load_dir} and --load-checkpoint {config.load_checkpoint} both name what to resume "
+            "from, and only one is used",
+            "pass one of them: --load-checkpoint <file>, or --load-dir <run>/nerfstudio_models (--load-step N for "
+            "another step than the newest)",
+        )
     load_step = getattr(config, "load_step", None)
     if load_step is None or getattr(config, "load_dir", None) is not None:
         return

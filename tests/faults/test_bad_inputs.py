@@ -99,6 +99,10 @@ def test_impossible_options_each_name_the_option(tmp_path):
             {"load_step": 299, "load_checkpoint": Path("step-299.ckpt")},
             "--load-step 299 does not apply to --load-check",
         ),
+        (  # nerfstudio resumed from --load-dir's newest checkpoint, without a word about the file named
+            {"load_dir": Path("run/nerfstudio_models"), "load_checkpoint": Path("other/step-299.ckpt")},
+            "--load-dir run/nerfstudio_models and --load-checkpoint other/step-299.ckpt both name what to resume",
+        ),
         ({"pipeline__model__sh_degree": -1}, r"--pipeline.model.sh-degree must be an integer in \[0, 4\], got -1"),
         ({"pipeline__model__sh_degree": 5}, r"--pipeline.model.sh-degree must be an integer in \[0, 4\], got 5"),
         ({"pipeline__model__resolution_schedule": 0}, "--pipeline.model.resolution-schedule must be an integer >= 1"),
