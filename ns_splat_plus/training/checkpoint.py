@@ -159,8 +159,30 @@ def checked_checkpoint_step(checkpoint_dir: Path, load_step: Optional[int]) -> i
     return step
 
 
+TORCH_FILE_STARTS = (b"PK\x03\x04", b"\x80")
+"""How a ``torch.save`` file starts: a zip archive (torch's format since 1.6) or a pickle (its legacy format)."""
+
+
+def not_a_torch_file(path: Path) -> Optional[str]:
+    """Why ``path`` cannot be a checkpoint whatever is in it (empty, or another kind of file: a text file, a
+    config.yml), from its first bytes; None where it starts as torch's files do."""
+    with open(path, "rb") as file:
+        head = file.read(4)
+    if not head:
+        return "the file is empty (0 bytes)"
+    if head.startswith(TORCH_FILE_STARTS):
+        return None
+    kind = "a text file" if head.isascii() else "another kind of file"
+    return f"it is not a PyTorch checkpoint ({kind}: neither a zip archive nor a pickle)"
+
+
 def read_checkpoint(path: Path) -> Dict[str, Any]:
     """``torch.load(path, weights_only=True)`` on the CPU; unreadable or foreign files are a CheckpointError."""
+    why_not = not_a_torch_file(path)
+    if why_not is not None:  # not a damaged checkpoint: nothing to delete, another file to pass
+        raise CheckpointError(
+            path, why_not, "pass a step-<N>.ckpt file that ns-train wrote (in <run>/nerfstudio_models)"
+        )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError... for bad files

@@ -205,6 +205,17 @@ def test_bad_checkpoints_are_one_clear_error_and_leave_the_trainer_untouched(run
             resume.resume(resumed, path)
         message = str(err.value)
         assert expected in message and str(path) in message and "What to do" in message, message
+    # files that are no checkpoint at all: named as such, and not "delete it" (they were a user's notes, a config.yml)
+    notes, empty, config_yml = tmp_path / "notes.txt", tmp_path / "empty.ckpt", tmp_path / "config.ckpt"
+    notes.write_text("my notes on this run")
+    empty.write_bytes(b"")
+    config_yml.write_bytes((full.base_dir / "config.yml").read_bytes())
+    for path, expected in ((notes, "not a PyTorch checkpoint (a text file"), (empty, "the file is empty (0 bytes)"),
+                           (config_yml, "not a PyTorch checkpoint (a text file")):  # fmt: skip
+        with pytest.raises(CheckpointError) as err:
+            resume.resume(resumed, path)
+        message = str(err.value)
+        assert expected in message and str(path) in message and "delete it" not in message, message
     foreign = tmp_path / "numpy.ckpt"
     torch.save({"step": 1, "pipeline": {}, "x": __import__("numpy").float64(1.0)}, foreign)
     with pytest.raises(CheckpointError, match="weights_only"):
