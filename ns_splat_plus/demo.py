@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -180,7 +181,7 @@ def write_from_arguments(args: argparse.Namespace) -> Path:
     spec = SceneSpec(n_views=args.views, width=args.width, height=args.height, seed=args.seed)
     out = make_scene(args.out_dir, spec, with_points=not args.no_points)
     print(f"wrote {spec.n_views} views ({spec.width}x{spec.height}) to {out}; train it with:")
-    print(f"  ns-train splat-plus --data {out} --machine.device-type cpu colmap")
+    print(f"  ns-train splat-plus --data {shlex.quote(str(out))} --machine.device-type cpu colmap")  # pasteable
     return out
 
 

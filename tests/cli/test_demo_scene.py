@@ -52,3 +52,14 @@ def test_splatbench_takes_its_scene_generator_from_the_runtime():
 
     assert scenes.make_scene is demo.make_scene and scenes.SceneSpec is demo.SceneSpec
     assert "splatbench" not in sys.modules.get("ns_splat_plus.demo").__dict__
+
+
+def test_the_command_it_prints_runs_as_pasted_for_a_folder_with_spaces(tmp_path: Path, capsys):
+    """The printed next command is pasted into a shell: a folder with a space split it into two words."""
+    import shlex
+
+    out = tmp_path / "my scène"
+    demo.main([str(out), "--views", "4", "--width", "16", "--height", "12"])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "ns-train" in ln)
+    words = shlex.split(line)
+    assert words[words.index("--data") + 1] == str(out), line
