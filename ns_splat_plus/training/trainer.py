@@ -47,6 +47,7 @@ from ns_splat_plus.training import (
     saved_config,
     short_run,
     startup,
+    trackers,
     uncaught,
     viewer_address,
     warmup,
@@ -214,9 +215,8 @@ GRAD_SCALER_NOTE = (
 def checkpoints_beside_the_config(config: SplatPlusTrainerConfig, named: Path) -> Path:
     """ns-eval, ns-viewer, ns-export: the checkpoint folder of the run whose config.yml the command was given.
     The config names its run directory (``--output-dir``/experiment/method/timestamp, relative to where ns-train
-    ran): a moved run then had "no checkpoint", a copied one silently loaded the original's checkpoints, and a
-    command run from another folder found nothing. The ``nerfstudio_models`` beside the config.yml is loaded
-    instead, with one line where the run was moved or copied; ``named`` where there is none or it is that folder."""
+    ran): a moved run had "no checkpoint", a copied one loaded the original's, one run from another folder found
+    none. The ``nerfstudio_models`` beside the config.yml is loaded, with one line where the run was moved or copied."""
     load_config = getattr(upstream.running_script(), "load_config", None)
     beside = Path(load_config).parent / named.name if load_config is not None else named
     if not beside.is_dir() or beside.resolve() == named.resolve():
@@ -299,14 +299,15 @@ class SplatPlusTrainer(Trainer):
         with exit_on_user_error(self.rank):
             try:
                 inputs.preflight(self.config)
-                if self.config.is_viewer_enabled():  # this process's viewer (global rank 0): its host is this one
-                    viewer_address.check_viewer_host(self.config)
-                with console.plain_progress_when_piped(self.config.logging) as plain_progress:
+                viewer_address.check_viewer_host(self.config)  # where this process runs the viewer
+                with (
+                    console.plain_progress_when_piped(self.config.logging) as plain_progress,
+                    trackers.tracker_errors_named(self.config.vis),
+                ):
                     super().setup(test_mode=test_mode)  # the dataparser's errors: named by the datamanager
                 for name, at in self.early_startup_marks.items():
                     rank_record.mark_startup(self, name, at)
-                # decode (cache) the photos now, so that a damaged one stops here with one message
-                # rather than in the middle of warmup or training
+                # decode (cache) the photos now: a damaged one stops here, not in the middle of warmup or training
                 datamanager = self.pipeline.datamanager
                 # what any dataparser produced: focal lengths, duplicates, missing photos, sizes (dataset_checks.py)
                 dataset_checks.check_parsed_datasets(self.config, [datamanager.train_dataset, datamanager.eval_dataset])

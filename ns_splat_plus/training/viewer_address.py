@@ -33,7 +33,8 @@ def check_viewer_host(config) -> None:
     printed the viewer's address though nothing served there. Checked by binding a socket to it on a free port;
     only where this process runs the viewer (the host of another node need not be this one's)."""
     host = getattr(getattr(config, "viewer", None), "websocket_host", None)
-    if not host:
+    runs_a_viewer = getattr(config, "is_viewer_enabled", lambda: True)  # ns-train: global rank 0 with the viewer on
+    if not host or not runs_a_viewer():
         return
     what_to_do = (
         "pass 0.0.0.0 (every network interface of this machine, the default), 127.0.0.1 (this machine only) "

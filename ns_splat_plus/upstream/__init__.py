@@ -55,6 +55,9 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
                                                    error there is the config's; one after it is not)
   ``ExternalMethodDummyTrainerConfig.__post_init__``  :func:`list_external_methods_without_inspect_stack` (1.25 s
                                                    of import; splat-plus commands only)
+  ``writer.CometWriter.__init__``, ``WandbWriter.__init__`` (the frames that start a tracker)
+                                                   :func:`experiment_tracker_that_raised` (--vis comet / wandb
+                                                   that cannot start: one message)
 viser 0.2.7 (:mod:`.viser_private`)
   ``_icons.svg_from_icon`` (and its names in ``_gui_api``, ``_gui_handles``)
                                                    :func:`read_icons_from_one_index` (1.27 s of the viewer's

@@ -395,3 +395,22 @@ def list_external_methods_without_inspect_stack() -> None:
 
 if splat_plus_command():  # nerfstudio imports splat-plus (its entry points) before it lists the external methods
     list_external_methods_without_inspect_stack()
+
+
+WRITER_FILE = "nerfstudio/utils/writer.py"
+"""Where nerfstudio 1.1.5 starts its experiment trackers: ``setup_event_writer`` builds a ``CometWriter`` (comet_ml)
+and a ``WandbWriter`` (wandb) in their ``__init__``."""
+
+
+def experiment_tracker_that_raised(tb) -> Optional[str]:
+    """The class name (``CometWriter``, ``WandbWriter``) of nerfstudio's writer whose ``__init__`` is on the traceback
+    ``tb``: the tracker that could not start; None where none is."""
+    import traceback
+
+    for frame, _ in traceback.walk_tb(tb):
+        code = frame.f_code
+        if code.co_name == "__init__" and code.co_filename.replace("\\", "/").endswith(WRITER_FILE):
+            writer = frame.f_locals.get("self")
+            if writer is not None:
+                return type(writer).__name__
+    return None

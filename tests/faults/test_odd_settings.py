@@ -18,6 +18,7 @@ from clirun import (
     assert_ok,
     assert_one_message,
     checkpoints,
+    cli_env,
     free_port,
     ns_train,
     ns_train_cmd,
@@ -122,6 +123,27 @@ def test_a_websocket_host_the_viewer_cannot_serve_on_is_refused(scene, tmp_path,
     viewer = ["--vis", "viewer", "--viewer.websocket-port", str(free_port()), "--viewer.websocket-host", host]
     proc = run(ns_train_cmd(scene, tmp_path, "host", STEPS, *viewer), timeout=120)
     assert_refused_at_launch(proc, tmp_path, "host", needle, "pass 0.0.0.0")
+
+
+# --- 9c. --vis comet / wandb that cannot start ------------------------------------------------------
+
+TRACKERS = [
+    # Comet without an API key: a ValueError traceback and the run directory left behind
+    ("comet", "--vis comet: Comet could not start (ValueError", "set COMET_API_KEY"),
+    # Weights & Biases without an API key: a UsageError traceback and the run directory left behind
+    ("wandb", "--vis wandb: Weights & Biases could not start (UsageError", "WANDB_MODE=offline"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("vis,needle,what_to_do", TRACKERS, ids=[vis for vis, _, _ in TRACKERS])
+def test_an_experiment_tracker_that_cannot_start_is_one_message(scene, tmp_path, vis, needle, what_to_do):
+    home = tmp_path / "home"  # no ~/.netrc, ~/.comet.config or wandb settings: no key anywhere
+    home.mkdir()
+    env = {k: v for k, v in cli_env().items() if not k.startswith(("WANDB_", "COMET_"))}
+    env.update(HOME=str(home), WANDB_DIR=str(tmp_path / "wandb"), WANDB_CONFIG_DIR=str(home / ".config" / "wandb"))
+    proc = run(ns_train_cmd(scene, tmp_path, "vis", STEPS, "--vis", vis), env=env, timeout=240)
+    assert_refused_at_launch(proc, tmp_path, "vis", needle, what_to_do)
 
 
 # --- 10. ns-train <method> --load-config <another method's config.yml> -------------------------------
