@@ -22,6 +22,7 @@ from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.options import check_model_options, flag
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
 from ns_splat_plus.training import colmap_checks, dataset_checks, viewer_address
+from ns_splat_plus.upstream.command_line import option_value
 
 MAX_WARMUP_STEPS = 1000
 """--warmup-steps above this is refused: warmup's steps are undone, and a billion of them ran silently for days."""
@@ -170,8 +171,13 @@ def check_cameras_per_step_fits(config, train_images: int, world_size: int) -> N
     if per_step * world_size <= train_images:
         return
     ranks = f" on {world_size} ranks ({per_step * world_size} per step)" if world_size > 1 else ""
+    typed = option_value(sys.argv, "--pipeline.datamanager.cameras-per-step")  # the launch resolved auto already
+    if typed is None:
+        shown = f"{per_step} ({getattr(config, 'method_name', None) or 'the method'}'s default)"
+    else:
+        shown = f"auto ({per_step} here)" if typed == "auto" else str(per_step)
     raise UserInputError(
-        f"--pipeline.datamanager.cameras-per-step {per_step}{ranks} asks for more distinct cameras per step than "
+        f"--pipeline.datamanager.cameras-per-step {shown}{ranks} asks for more distinct cameras per step than "
         f"the {train_images} training photos",
         f"pass --pipeline.datamanager.cameras-per-step {max(1, train_images // world_size)} or less",
     )

@@ -561,6 +561,29 @@ def test_more_cameras_per_step_than_photos(scene, tmp_path):
     assert not run_dir(tmp_path, "many").exists()
 
 
+@pytest.mark.parametrize(
+    "typed, shown",
+    [
+        ([], "4 (splat-plus-fast's default) asks"),  # it named a 4 the user never typed
+        (["--pipeline.datamanager.cameras-per-step", "auto"], "auto (4 here) asks"),
+        (["--pipeline.datamanager.cameras-per-step", "4"], "4 asks"),
+    ],
+)
+def test_too_many_cameras_per_step_is_named_as_it_came(monkeypatch, typed, shown):
+    import sys
+    from types import SimpleNamespace
+
+    from ns_splat_plus.errors import UserInputError
+    from ns_splat_plus.training import inputs
+
+    monkeypatch.setattr(sys, "argv", ["ns-train", "splat-plus-fast", *typed])
+    datamanager = SimpleNamespace(cameras_per_step=4)  # as the launch leaves it: auto resolved
+    config = SimpleNamespace(method_name="splat-plus-fast", pipeline=SimpleNamespace(datamanager=datamanager))
+    with pytest.raises(UserInputError) as err:
+        inputs.check_cameras_per_step_fits(config, 2, 1)
+    assert f"--pipeline.datamanager.cameras-per-step {shown} for more distinct cameras" in str(err.value), err.value
+
+
 def test_steps_scaler_that_leaves_no_schedule_is_refused():
     from ns_splat_plus.errors import UserInputError
     from ns_splat_plus.method import splat_plus_lite_trainer_config, splat_plus_trainer_config
