@@ -1,7 +1,7 @@
 """--cuda-graph on CUDA (ns_splat_plus.training.graphed_step): a replayed step computes the eager step's loss and
 gradients; training through refines records again and densifies from the replayed gradients; a step whose tiles do
 not fit is recorded again with room. The background is black, so that a step's loss does not hang on its draw,
-except in the tests of the random background: a replay draws a new one, the eager run's."""
+except in the test of the random background: a replay draws a new one, the eager run's."""
 
 from __future__ import annotations
 
@@ -275,34 +275,11 @@ def test_at_sh_degree_3_a_replay_gives_densification_the_eager_step_s_statistics
         close_writers()
 
 
-def test_a_random_background_is_drawn_again_at_each_replay(scene, tmp_path):
-    """splatfacto's default background is a random colour per training step. A replay must draw a new one, as each
-    eager step does (torch's CUDA generator moves on at each replay of a recording), not repeat the recorded one."""
-    config = _cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False)
-    config.pipeline.model.background_color = "random"
-    trainer = build_trainer(config)
-    try:
-        for step in range(12):
-            run_training_step(trainer, step)
-        trainer.pipeline.train()
-        trainer.pipeline.model.step = 12
-        camera, batch = trainer.pipeline.datamanager.next_train(12)
-        graphed = graphed_step.GraphedForwardBackward(trainer)
-        graphed._capture(12, camera, batch)
-        drawn = []
-        for _ in range(3):
-            graphed.graph.replay()
-            drawn.append(graphed._outputs["background"].clone())
-        torch.cuda.synchronize()
-        assert all(bool(((colour >= 0) & (colour < 1)).all()) for colour in drawn)
-        assert not torch.equal(drawn[0], drawn[1]) and not torch.equal(drawn[1], drawn[2])
-    finally:
-        close_writers()
-
-
 def test_a_graphed_run_draws_the_eager_run_s_random_backgrounds(scene, tmp_path):
-    """A recording leaves the generator where it found it (its unrecorded runs draw too), and each replay draws at
-    the generator's offset as an eager step does: the replays' colours are those the eager steps would draw."""
+    """splatfacto's default background is a random colour per training step. A replay draws a new one (torch's CUDA
+    generator moves on at each replay), not the recorded one, and the eager run's: a recording leaves the generator
+    where it found it (its unrecorded runs draw too), and each replay draws at the generator's offset as an eager
+    step does."""
     config = _cuda_config(scene, tmp_path / "run", steps=30, cuda_graph=False)
     config.pipeline.model.background_color = "random"
     trainer = build_trainer(config)
@@ -326,6 +303,7 @@ def test_a_graphed_run_draws_the_eager_run_s_random_backgrounds(scene, tmp_path)
             drawn.append(graphed._outputs["background"].clone())
         torch.cuda.synchronize()
         assert len({tuple(colour.tolist()) for colour in eager}) == 3
+        assert all(bool(((colour >= 0) & (colour < 1)).all()) for colour in drawn)
         for want, got in zip(eager, drawn):
             assert torch.equal(got, want), (got, want)
     finally:
