@@ -165,9 +165,13 @@ TORCH_FILE_STARTS = (b"PK\x03\x04", b"\x80")
 
 def not_a_torch_file(path: Path) -> Optional[str]:
     """Why ``path`` cannot be a checkpoint whatever is in it (empty, or another kind of file: a text file, a
-    config.yml), from its first bytes; None where it starts as torch's files do."""
-    with open(path, "rb") as file:
-        head = file.read(4)
+    config.yml), from its first bytes; None where it starts as torch's files do, or cannot be opened (torch.load's
+    error then names why, as before)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4)
+    except OSError:
+        return None
     if not head:
         return "the file is empty (0 bytes)"
     if head.startswith(TORCH_FILE_STARTS):

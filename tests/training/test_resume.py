@@ -216,6 +216,8 @@ def test_bad_checkpoints_are_one_clear_error_and_leave_the_trainer_untouched(run
             resume.resume(resumed, path)
         message = str(err.value)
         assert expected in message and str(path) in message and "delete it" not in message, message
+    with pytest.raises(CheckpointError, match="FileNotFoundError"):  # the first-bytes check raises nothing itself
+        checkpoint.read_checkpoint(tmp_path / "gone.ckpt")
     foreign = tmp_path / "numpy.ckpt"
     torch.save({"step": 1, "pipeline": {}, "x": __import__("numpy").float64(1.0)}, foreign)
     with pytest.raises(CheckpointError, match="weights_only"):
