@@ -37,6 +37,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.parallel.config import data_parallel_of
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
+from ns_splat_plus.training import dataset_record
 from ns_splat_plus.upstream import TrainerLike
 
 CHECKPOINT_NAME = re.compile(r"^step-(\d+)\.ckpt$")
@@ -215,7 +216,8 @@ def read_checkpoint(path: Path) -> Dict[str, Any]:
 
 
 def run_info(trainer: TrainerLike) -> Dict[str, Any]:
-    """Facts about the run that ns-eval reports next to its own (train peak memory, Gaussian count)."""
+    """Facts about the run that ns-eval reports next to its own (train peak memory, Gaussian count), and the
+    photos it trained and held out, in which frame (``dataset_record``: compared on resume and in ns-eval)."""
     from ns_splat_plus.evaluation import memory_tracker
 
     tracker = memory_tracker(trainer.pipeline.device)
@@ -227,6 +229,7 @@ def run_info(trainer: TrainerLike) -> Dict[str, Any]:
         "memory_device": str(tracker.device),
         "num_gaussians": int(trainer.pipeline.model.num_points),
         "world_size": int(trainer.world_size),
+        dataset_record.RECORD_KEY: dataset_record.photo_record_of(trainer.pipeline.datamanager),
     }
 
 

@@ -20,12 +20,13 @@ import torch
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
 from nerfstudio.utils.rich_utils import CONSOLE
+from rich.markup import escape
 
 from ns_splat_plus import evaluation, upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
-from ns_splat_plus.training import resume
+from ns_splat_plus.training import dataset_record, resume
 from ns_splat_plus.training.rank_record import StartupRecorder
 
 
@@ -54,6 +55,7 @@ class SplatPlusPipeline(VanillaPipeline):
         self.startup = StartupRecorder(self.datamanager)
         self.startup.mark("model_built")
         self.loaded_step: Optional[int] = None  # the checkpoint's step, once load_pipeline ran (ns-eval, ns-viewer)
+        self.dataset_changes = dataset_record.DatasetChanges()  # since the loaded checkpoint's run (load_pipeline)
         # nerfstudio's viewer sets this control up with itself; the viewer layer's handler then shows a finished
         # run (ns-viewer) at its last step, from a training camera, without training controls (viewer/finished_run.py)
         self.viewer_hook = upstream.ViewerHook()
@@ -107,6 +109,10 @@ class SplatPlusPipeline(VanillaPipeline):
                     "train with a split that holds photos out (e.g. `colmap --eval-mode interval --eval-interval 8`, "
                     "or --train-split-fraction below 1), then run ns-eval on that run",
                 )
+        trained_now_eval = getattr(self, "dataset_changes", dataset_record.DatasetChanges()).trained_now_eval
+        if trained_now_eval:  # photos the run trained on, held out now (the dataset changed): not a held-out score
+            report.split["held_out"] = False
+            report.split["eval_images_trained_on"] = trained_now_eval
         run_info = getattr(self, "run_info", {})
         report.memory = evaluation.memory_tracker(self.device).as_dict(
             train_peak_bytes=run_info.get("train_peak_memory_bytes")
@@ -126,7 +132,8 @@ class SplatPlusPipeline(VanillaPipeline):
         return results
 
     def load_pipeline(self, loaded_state: Dict[str, Any], step: int) -> None:
-        """nerfstudio's, after checking the Gaussians fit this model (one clear error otherwise).
+        """nerfstudio's, after checking the Gaussians fit this model (one clear error otherwise), with a warning
+        where the photos changed since the run trained (ns-eval, ns-viewer, ns-export: ``dataset_record``).
 
         LPIPS weights are never taken from a checkpoint: they are fixed (pretrained), and a run
         trained offline (no LPIPS) must load where LPIPS is available, and the reverse. (Checkpoints
@@ -135,6 +142,13 @@ class SplatPlusPipeline(VanillaPipeline):
         state = dict(loaded_state)
         self.run_info = resume.pop_run_info(state)
         resume.check_pipeline_state(state, self.model, path=None)
+        # photos added, removed or re-split since the run trained (none where the checkpoint has no record)
+        self.dataset_changes = dataset_record.compare(
+            self.run_info.get(dataset_record.RECORD_KEY), dataset_record.photo_record_of(self.datamanager)
+        )
+        warning = dataset_record.evaluation_warning(self.dataset_changes)
+        if warning is not None and collectives.is_main_process():
+            CONSOLE.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
         own = self.state_dict()
         state = {k: v for k, v in state.items() if not k.startswith("_model.lpips.")}
         state.update({k: v for k, v in own.items() if k.startswith("_model.lpips.")})

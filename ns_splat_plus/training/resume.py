@@ -13,8 +13,10 @@ from typing import Any, Dict, List, Optional
 
 import torch
 from nerfstudio.utils.rich_utils import CONSOLE
+from rich.markup import escape
 
 from ns_splat_plus.parallel import collectives
+from ns_splat_plus.training import dataset_record
 from ns_splat_plus.training.checkpoint import (
     GAUSSIAN_KEY_PREFIX,
     PER_GAUSSIAN_STRATEGY_KEYS,
@@ -132,7 +134,8 @@ def check_strategy_state(saved: Dict[str, Any], num_gaussians: int, path: Option
 def check_training_facts(state: Dict[str, Any], trainer: TrainerLike, path: Optional[Path]) -> None:
     """Refuse a resume whose ranks, scaling or strategy differ from the run that wrote the checkpoint:
     its learning rates, Adam betas and schedule were scaled for its number of ranks, and optimizer
-    ``load_state_dict`` would silently bring them back. Warn when the dataset differs."""
+    ``load_state_dict`` would silently bring them back. Warn when the dataset differs: another folder, or photos
+    added, removed or re-split since the run (its record, ``dataset_record``; none in older checkpoints)."""
     saved = state.get("training") or {}
     run_info = state["pipeline"].get(RUN_INFO_KEY) or {}
     saved_world = int(saved.get("world_size", run_info.get("world_size", 1)))
@@ -163,6 +166,12 @@ def check_training_facts(state: Dict[str, Any], trainer: TrainerLike, path: Opti
         CONSOLE.print(
             f"[yellow]Resuming {path} (trained on {saved['data']}) on another dataset: {now['data']}.[/yellow]"
         )
+    changes = dataset_record.compare(
+        run_info.get(dataset_record.RECORD_KEY), dataset_record.photo_record_of(trainer.pipeline.datamanager)
+    )
+    warning = dataset_record.resume_warning(changes, path)
+    if warning is not None and collectives.is_main_process():  # every rank reads the same photos: said once
+        CONSOLE.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
 
 
 def restore_strategy_state(model, saved: Dict[str, Any]) -> None:
