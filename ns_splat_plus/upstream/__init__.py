@@ -55,6 +55,9 @@ nerfstudio 1.1.5 (:mod:`.nerfstudio_private`)
                                                    error there is the config's; one after it is not)
   ``ExternalMethodDummyTrainerConfig.__post_init__``  :func:`list_external_methods_without_inspect_stack` (1.25 s
                                                    of import; splat-plus commands only)
+  ``external_methods.external_methods`` (each one's ``configurations``)
+                                                   :func:`~.command_line.other_method_names` (the names of
+                                                   methods nerfstudio does not ship, without their dummy configs)
   ``writer.CometWriter.__init__``, ``WandbWriter.__init__`` (the frames that start a tracker)
                                                    :func:`experiment_tracker_that_raised` (--vis comet / wandb
                                                    that cannot start: one message)
