@@ -231,17 +231,17 @@ def prepare_launch(config) -> DevicePlan:
         plan = devices.resolve_devices(
             machine.num_devices, machine.device_type, os.environ, cuda_count, machine.num_machines
         )
-    except DeviceResolutionError as error:
-        CONSOLE.print(f"[bold red]error:[/bold red] {escape(str(error))}")
-        raise SystemExit(2) from None
+    except DeviceResolutionError as error:  # the one message on stderr, as every user error (was stdout)
+        with exit_on_user_error():
+            raise error from None
     dp: DataParallelConfig = config.data_parallel
     if plan.external_ranks:
         joining = not dist.is_initialized()
         try:
             init_process_group(plan, timedelta(minutes=dp.timeout_minutes))
-        except DeviceResolutionError as error:
-            CONSOLE.print(f"[bold red]error:[/bold red] {escape(str(error))}")
-            raise SystemExit(2) from None
+        except DeviceResolutionError as error:  # the one message on stderr, as every user error (was stdout)
+            with exit_on_user_error():
+                raise error from None
         if joining and collectives.is_distributed():
             roll_call.install_announcer()  # a user error is printed once, by the rank that found it
             with exit_on_user_error():  # before the first collective that options could make differ

@@ -87,9 +87,19 @@ def describe_max_num_iterations(config) -> str:
     if world_size == 1 and steps_scaler == 1.0:
         return f"--max-num-iterations {steps}"
     ratio = steps_ratio(world_size, steps_scaler)
-    reasons = [f"{world_size} cameras per step"] if world_size > 1 else []
+    reasons = [f"{world_size} cameras per step{_ranks_times_cameras(config, world_size)}"] if world_size > 1 else []
     reasons += [f"--steps-scaler {steps_scaler:.3g}"] if steps_scaler != 1.0 else []
     return f"the run's {steps} steps (--max-num-iterations x {ratio}: {' and '.join(reasons)})"
+
+
+def _ranks_times_cameras(config, effective: int) -> str:
+    """ " (2 ranks x 1)" where the launch resolved B and ``effective`` (the schedule's W x B) holds several ranks:
+    "2 cameras per step" alone read as B = 2 to a user who ran 2 ranks of 1 camera; "" otherwise."""
+    value = getattr(config.pipeline.datamanager, "cameras_per_step", "auto")
+    per_rank = int(value) if value != "auto" else 0
+    if per_rank < 1 or effective % per_rank or effective == per_rank:
+        return ""
+    return f" ({effective // per_rank} ranks x {per_rank})"
 
 
 def lr_factor(world_size: int, rule: str) -> float:

@@ -166,9 +166,11 @@ def test_messages_quote_the_max_num_iterations_that_was_typed_not_the_scaled_one
     parallel.scale_schedule(config, 2, config.data_parallel)
     assert config.max_num_iterations == 100
     assert schedule.describe_max_num_iterations(config) == (
-        "the run's 100 steps (--max-num-iterations x 1/6: 2 cameras per step and --steps-scaler 0.333)"
-    )
+        "the run's 100 steps (--max-num-iterations x 1/6: 2 cameras per step (2 ranks x 1) and --steps-scaler 0.333)"
+    )  # lite's B is 1: the 2 cameras are 2 ranks ("2 cameras per step" alone read as B = 2 to a user of 2 ranks)
     assert schedule.typed_max_num_iterations(config, 100) == 595  # 595 x 1/6 rounds up to 100 as well
+    config.pipeline.datamanager.cameras_per_step = 2  # one rank of 2 cameras: no ranks to name
+    assert "x 1/6: 2 cameras per step and --steps-scaler" in schedule.describe_max_num_iterations(config)
     for scaled in range(1, 400):
         typed = schedule.typed_max_num_iterations(config, scaled)
         assert parallel.scaled_steps(typed, 2, config.steps_scaler) >= scaled
@@ -381,10 +383,9 @@ def test_cli_rejects_cpu_spawn_and_points_to_torchrun(tmp_path):
         text=True,
         timeout=120,
     )
-    assert proc.returncode != 0
-    output = proc.stdout + proc.stderr
-    assert "torchrun --nproc-per-node 2" in output
-    assert "Traceback" not in output
+    assert proc.returncode == 2
+    assert "torchrun --nproc-per-node 2" in proc.stderr  # on stderr, as every user error (a trial found stdout)
+    assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "out").exists()  # stopped before anything started
 
 
@@ -408,10 +409,9 @@ def test_cli_cuda_without_gpu_is_a_clear_error(tmp_path):
         timeout=120,
         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
     )
-    assert proc.returncode != 0
-    output = proc.stdout + proc.stderr
-    assert "no CUDA GPU is visible" in output and "--machine.device-type cpu" in output
-    assert "Traceback" not in output
+    assert proc.returncode == 2
+    assert "no CUDA GPU is visible" in proc.stderr and "--machine.device-type cpu" in proc.stderr  # where errors go
+    assert "Traceback" not in proc.stdout + proc.stderr
 
 
 @pytest.mark.slow
