@@ -183,5 +183,6 @@ def low_disk_reason(trainer: TrainerLike) -> Optional[str]:
         return None
     return (
         f"a nearly full disk (disk full soon: {free / 2**20:.1f} MiB free on {trainer.checkpoint_dir}, "
-        f"a checkpoint needs about {expected / 2**20:.1f} MiB)"
+        f"under room for {CHECKPOINTS_OF_ROOM} checkpoints of about {expected / 2**20:.1f} MiB: "
+        "training stops while this one still fits)"
     )

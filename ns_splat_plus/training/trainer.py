@@ -31,7 +31,6 @@ from ns_splat_plus.parallel import (
     SplatPlusMachineConfig,
     collectives,
     roll_call,
-    schedule,
 )
 from ns_splat_plus.parallel.launch import prepare_launch, setup_process
 from ns_splat_plus.training import (
@@ -202,7 +201,7 @@ class SplatPlusTrainerConfig(TrainerConfig):
         if collectives.is_main_process():
             console.save_config(self)
         if self.machine.num_devices * self.machine.num_machines == 1:  # nerfstudio's launch runs the trainer here
-            uncaught.sigint_stops_until_trainer(self.get_base_dir(), collectives.get_rank())
+            uncaught.signals_stop_until_trainer(self.get_base_dir(), collectives.get_rank())
 
 
 GRAD_SCALER_NOTE = (
@@ -483,12 +482,7 @@ class SplatPlusTrainer(Trainer):
             return
         step = resume.resume(self, path)
         if step + 1 >= self.config.max_num_iterations:
-            raise checkpoint.CheckpointError(
-                path,
-                f"it is at step {step}, which already completes {schedule.describe_max_num_iterations(self.config)}",
-                f"pass --max-num-iterations {schedule.typed_max_num_iterations(self.config, step + 2)} or more "
-                "to train further",
-            )
+            raise resume.no_steps_left(path, step, self.config)
         # This run's config.yml must not keep --load-step: ns-eval / ns-viewer look for that step
         # in this run's own checkpoint directory.
         if collectives.is_main_process():  # (the file alone: the config's save_config is ns-train's start-up step)

@@ -18,7 +18,7 @@ Python's own hook), and again where a splat-plus run is set up (the trainer conf
   to quit it is, "Viewer closed (Ctrl-C)" and exit status 0. From the trainer's
   construction to its first step, nerfstudio's launch catches ``KeyboardInterrupt`` itself (a traceback
   and exit status 0): :func:`interrupted_before_training` turns it into the same line, exit status 130,
-  and :func:`sigint_stops_until_trainer` does so between the saved ``config.yml`` and the trainer.
+  and :func:`signals_stop_until_trainer` does so between the saved ``config.yml`` and the trainer.
   Before nerfstudio has imported splat-plus (the first seconds of ``ns-train``: torch, rich), no code
   of splat-plus runs yet: Python's own traceback remains there.
 
@@ -37,7 +37,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Callable, Iterator, List, NoReturn, Optional, Tuple
+from typing import Any, Callable, Iterator, List, NoReturn, Optional, Tuple
 
 from ns_splat_plus.errors import SplatPlusError, exit_on_user_error
 from ns_splat_plus.training import outputs
@@ -90,8 +90,8 @@ def _sigterm_raises() -> Iterator[None]:
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    finally:  # not the until-trainer handler, which this block replaced for good
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if _until_trainer(previous) else previous)
 
 
 def _stop_on_ctrl_c(run_dir: Path, when: str, rank: int) -> NoReturn:
@@ -111,42 +111,62 @@ def interrupted_before_training(run_dir: Path, when: str, rank: int = 0) -> Iter
     except KeyboardInterrupt:
         _stop_on_ctrl_c(run_dir, when, rank)
     except _Terminated:
-        with exit_on_user_error(rank):
-            err = StartupInterrupted.before_training(run_dir, when, by="SIGTERM")
-            err.exit_status = TERMINATED_STATUS
-            raise err from None
+        _stop_on_sigterm(run_dir, when, rank)
 
 
 _sigint_until_trainer: Optional[Callable] = None
-"""The SIGINT handler :func:`sigint_stops_until_trainer` installed, while it is installed."""
+"""The SIGINT handler :func:`signals_stop_until_trainer` installed, while it is installed."""
 
 
-def sigint_stops_until_trainer(run_dir: Path, rank: int = 0) -> None:
+def _stop_on_sigterm(run_dir: Path, when: str, rank: int) -> NoReturn:
+    """SIGTERM before the first step: as Ctrl-C (:func:`_stop_on_ctrl_c`), with exit status 143."""
+    with exit_on_user_error(rank):
+        err = StartupInterrupted.before_training(run_dir, when, by="SIGTERM")
+        err.exit_status = TERMINATED_STATUS
+        raise err from None
+
+
+def signals_stop_until_trainer(run_dir: Path, rank: int = 0) -> None:
     """From the saved ``config.yml`` to the trainer's construction (nerfstudio's ``launch`` and
-    ``train_loop``, whose ``except KeyboardInterrupt`` prints a traceback and exits 0), Ctrl-C stops the
-    run as it does during set-up: one line, status 130, the run directory removed. Ended by
-    :func:`sigint_raises_again`. Only for Python's own handler in the main thread: an inherited ignore
+    ``train_loop``, whose ``except KeyboardInterrupt`` prints a traceback and exits 0), Ctrl-C and SIGTERM
+    stop the run as they do during set-up: one line, status 130 or 143, the run directory removed (SIGTERM's
+    default action ended the process silently and left the directory with its config.yml). Ended by
+    :func:`sigint_raises_again`. Only for Python's own handlers in the main thread: an inherited ignore
     (a shell's background job) and another program's handler are left as they are."""
     global _sigint_until_trainer
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
 
-    def stop(signum, frame) -> None:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C: Python's own
-        _stop_on_ctrl_c(run_dir, "while starting", rank)
+        def stop(signum, frame) -> None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C: Python's own
+            _stop_on_ctrl_c(run_dir, "while starting", rank)
 
-    _sigint_until_trainer = stop
-    signal.signal(signal.SIGINT, stop)
+        _sigint_until_trainer = stop
+        signal.signal(signal.SIGINT, stop)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+
+        def terminate(signum, frame) -> None:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            _stop_on_sigterm(run_dir, "while starting", rank)
+
+        terminate.until_trainer = True  # type: ignore[attr-defined]
+        signal.signal(signal.SIGTERM, terminate)
+
+
+def _until_trainer(handler: Any) -> bool:
+    return bool(getattr(handler, "until_trainer", False))
 
 
 def sigint_raises_again() -> None:
-    """Ctrl-C is Python's ``KeyboardInterrupt`` again (the trainer's construction catches it itself)."""
+    """Ctrl-C is Python's ``KeyboardInterrupt`` again (the trainer's construction catches it itself), and
+    SIGTERM's handler the default one (or the block's that handles it there, :func:`_sigterm_raises`)."""
     global _sigint_until_trainer
     if _sigint_until_trainer is not None and signal.getsignal(signal.SIGINT) is _sigint_until_trainer:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     _sigint_until_trainer = None
+    if _until_trainer(signal.getsignal(signal.SIGTERM)):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 _cleanups: List[Callable[[], None]] = []
