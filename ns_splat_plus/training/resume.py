@@ -15,7 +15,7 @@ import torch
 from nerfstudio.utils.rich_utils import CONSOLE
 from rich.markup import escape
 
-from ns_splat_plus.parallel import collectives
+from ns_splat_plus.parallel import collectives, schedule
 from ns_splat_plus.training import dataset_record
 from ns_splat_plus.training.checkpoint import (
     GAUSSIAN_KEY_PREFIX,
@@ -129,6 +129,19 @@ def check_strategy_state(saved: Dict[str, Any], num_gaussians: int, path: Option
                 f"strategy state '{key}' covers {value.shape[0]} Gaussians, the model has {num_gaussians}",
                 "resume from another checkpoint",
             )
+
+
+def no_steps_left(path: Path, step: int, config) -> CheckpointError:
+    """The error of a resume whose checkpoint at ``step`` already completes the run of ``config`` (a launched
+    SplatPlusTrainerConfig): it quotes the --max-num-iterations to type, not the scaled count; exit status 2,
+    an option to change as every input error, not a damaged file."""
+    error = CheckpointError(
+        path,
+        f"it is at step {step}, which already completes {schedule.describe_max_num_iterations(config)}",
+        f"pass --max-num-iterations {schedule.typed_max_num_iterations(config, step + 2)} or more to train further",
+    )
+    error.exit_status = 2
+    return error
 
 
 def check_training_facts(state: Dict[str, Any], trainer: TrainerLike, path: Optional[Path]) -> None:

@@ -57,7 +57,8 @@ def short_run_notes(
     if last < start_step:
         return []
     notes = []
-    if refines_at is not None and first_refine_step(refines_at, start_step, last + 1) is None:
+    # from step 0: a resumed run whose earlier steps refined did densify (it was told it did not)
+    if refines_at is not None and first_refine_step(refines_at, 0, last + 1) is None:
         missed = next_refine_step(refines_at, last, refine_horizon)
         if missed is not None:
             notes.append(

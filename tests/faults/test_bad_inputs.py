@@ -288,6 +288,7 @@ def test_a_resume_that_has_no_steps_left_quotes_the_max_num_iterations_to_type(s
         proc,
         "it is at step 2, which already completes the run's 3 steps (--max-num-iterations x 1/2: --steps-scaler 0.5)",
         "pass --max-num-iterations 7 or more to train further",
+        status=2,
     )
     assert_ok(ns_train(scene, tmp_path, "longer", 7, *scaled, "--load-dir", str(load_dir)))
 

@@ -26,6 +26,10 @@ def test_a_run_that_reaches_both_says_nothing_and_a_partial_one_names_its_range(
     assert len(notes) == 1 and "this run trains at 1/4 to 1/2 resolution" in notes[0]
     # refinement over (a resumed run past its stop): no note about a refine that will never come
     assert short_run_notes(splatfacto_refines, 20000, 20010, 0, 3000, 15000) == []
+    # a resume at step 256 of a run that refined at steps 5, 105 and 205: it did densify, no note
+    refines_early = lambda step: step % 100 == 5  # noqa: E731
+    assert short_run_notes(refines_early, 256, 300, 0, 3000, 1000) == []
+    assert len(short_run_notes(lambda step: step == 400, 256, 300, 0, 3000, 1000)) == 1  # none before: a note
 
 
 def test_late_prunes_after_the_last_step_are_named():
