@@ -51,6 +51,7 @@ from ns_splat_plus.errors import UserInputError, exit_on_user_error, exit_with
 from ns_splat_plus.parallel import collectives, roll_call
 from ns_splat_plus.parallel.config import data_parallel_of
 from ns_splat_plus.training import console, outputs, rank_record, run_plots
+from ns_splat_plus.training.checkpoint import checkpoint_steps
 from ns_splat_plus.training.heap_at_exit import freeze_heap_at_exit
 from ns_splat_plus.training.images import thumbnails
 from ns_splat_plus.training.images.decode import PhotoReadError
@@ -195,9 +196,17 @@ def _stop_on_signal(trainer: TrainerLike, step: int, reason: str) -> None:
 
 
 def _resume_hint(trainer: TrainerLike) -> str:
-    """The command that resumes this run from its checkpoints (its folder quoted for a POSIX shell where needed)."""
+    """The command that resumes this run from its checkpoints (its folder quoted for a POSIX shell where needed);
+    with several ranks, launched as this run was: a plain ns-train on one process is refused (2-rank schedule)."""
     load_dir = shlex.quote(str(trainer.checkpoint_dir))
-    return f"resume with: ns-train {trainer.config.method_name} --load-dir {load_dir} [the same options]"
+    hint = f"resume with: ns-train {trainer.config.method_name} --load-dir {load_dir} [the same options]"
+    world_size = collectives.get_world_size() if collectives.is_distributed() else 1
+    if world_size > 1:
+        hint += (
+            f", launched on {world_size} ranks as this run was (the same torchrun line; the SLURM templates resume "
+            "by themselves when the same sbatch is submitted again with the same RUN_NAME)"
+        )
+    return hint
 
 
 def _stop_on_unreadable_photo(trainer: TrainerLike, step: int, err: PhotoReadError) -> None:
@@ -206,10 +215,12 @@ def _stop_on_unreadable_photo(trainer: TrainerLike, step: int, err: PhotoReadErr
     photo (exit status 2). Nothing is saved when no step of this run finished, or on several ranks."""
     again = _resume_hint(trainer)
     if collectives.is_distributed():
-        saved = (
-            f"on rank {collectives.get_rank()}: no checkpoint was written (the other ranks wait for this one); "
-            f"the last periodic one is in {trainer.checkpoint_dir}"
-        )
+        saved = f"on rank {collectives.get_rank()}: no checkpoint was written (the other ranks wait for this one)"
+        steps = checkpoint_steps(trainer.checkpoint_dir) if trainer.checkpoint_dir.is_dir() else []
+        if steps:
+            saved += f"; the newest is {trainer.checkpoint_dir / f'step-{steps[-1]:09d}.ckpt'}"
+        else:  # it named a folder that no save had made yet, and a --load-dir of it
+            saved, again = saved + "; this run has none yet", "run the same command again"
     elif step > upstream.start_step(trainer):
         trainer.save_checkpoint(step - 1)
         writer.write_out_storage()
