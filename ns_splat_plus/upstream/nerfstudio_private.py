@@ -234,10 +234,14 @@ def announce_gaussian_splat_export() -> bool:
         if int(count) == 0:  # nerfstudio's writer: a ValueError traceback ("... and not empty")
             with exit_on_user_error():
                 raise nothing_to_export(filename)
+        import os
+
+        replaced = os.path.exists(filename)  # nerfstudio overwrites it unsaid, another run's export too
         write_ply(filename, count, map_to_tensors)
         from nerfstudio.utils.rich_utils import CONSOLE
 
-        CONSOLE.print(f"Exported {int(count)} Gaussians to {filename}", soft_wrap=True)
+        note = " (the file that was there is replaced)" if replaced else ""
+        CONSOLE.print(f"Exported {int(count)} Gaussians to {filename}{note}", soft_wrap=True)
 
     write_and_announce.__dict__["_splat_plus_announces"] = True  # a function attribute (what getattr reads above)
     exporter.ExportGaussianSplat.write_ply = staticmethod(write_and_announce)

@@ -145,9 +145,12 @@ def test_ns_export_says_what_it_wrote(quickstart):
     ply = export_dir / "splat.ply"
     header = ply.read_bytes()[:2000].decode("latin-1")
     count = int(re.search(r"element vertex (\d+)", header).group(1))
-    assert f"Exported {count} Gaussians to {ply}" in proc.stdout, proc.stdout[-3000:]
+    assert f"Exported {count} Gaussians to {ply}\n" in proc.stdout, proc.stdout[-3000:]  # a new file: no more said
     # a checkpoint is loaded: the count the model was built with (before loading) is not the model's
     assert "Initial Gaussians" not in proc.stdout, proc.stdout[-3000:]
+    # again into the same folder (another run's export, say): nerfstudio overwrites it, and that is said
+    again = _ns_export("gaussian-splat", quickstart["run_dir"], export_dir)
+    assert f"Exported {count} Gaussians to {ply} (the file that was there is replaced)" in again.stdout, again.stdout
 
 
 @pytest.mark.slow
