@@ -70,6 +70,17 @@ densification records' start line, the dataparser transform): with ``also=SETUP_
 before its first step counts as unused."""
 
 
+RANK_RECORDS = "ranks"
+"""The folder of per-rank records a run of several ranks writes at start-up (``rank_record``'s start-up record,
+``replicas``' checksums): with ``also``, one that holds only files counts as unused too."""
+
+
+def _unused(entry: Path, also: tuple) -> bool:
+    if entry.is_file():
+        return entry.name in OWN_FILES or entry.name.startswith(tuple(also))
+    return bool(also) and entry.name == RANK_RECORDS and entry.is_dir() and all(e.is_file() for e in entry.iterdir())
+
+
 def discard_if_unused(run_dir: Path, also: tuple = ()) -> None:
     """Remove ``run_dir`` if training never wrote into it (a start-up error), leaving nothing behind: nor its
     ``<experiment>/<method>`` folders, nor the folders up to ``--output-dir`` that :func:`claim` made for it,
@@ -79,9 +90,14 @@ def discard_if_unused(run_dir: Path, also: tuple = ()) -> None:
     if not run_dir.is_dir():
         return
     entries = list(run_dir.iterdir())
-    if all(e.is_file() and (e.name in OWN_FILES or e.name.startswith(tuple(also))) for e in entries):
+    if all(_unused(e, also) for e in entries):
         for entry in entries:
-            entry.unlink()
+            if entry.is_dir():  # the rank records (a run of several ranks stopped before its first step)
+                for record in entry.iterdir():
+                    record.unlink()
+                entry.rmdir()
+            else:
+                entry.unlink()
         run_dir.rmdir()
         parents = run_dir.absolute().parents  # <method>, <experiment>, ..., --output-dir, ...
         made = _made_by_claim.pop(run_dir.absolute(), None)

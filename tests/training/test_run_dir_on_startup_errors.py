@@ -45,3 +45,29 @@ def test_a_startup_error_keeps_an_output_dir_that_was_there_before(tmp_path, mon
     run = _setup_with_a_damaged_photo(tmp_path, monkeypatch, main_process=True)
     assert not run.exists() and not run.parent.exists()  # <experiment>/<method>/ made for the run
     assert (tmp_path / "out").is_dir()
+
+
+def test_the_rank_records_of_a_run_stopped_before_its_first_step_count_as_unused(tmp_path):
+    """Several ranks write ranks/*.json at start-up: a run stopped before its first step (SIGTERM in warmup, a
+    full disk) kept its directory "(it holds other files)", those files being its own (a fresh-eyes trial)."""
+    from ns_splat_plus.training import run_dir
+
+    def made(name: str, *records: str):
+        run = tmp_path / name / "splat-plus" / "t"
+        (run / run_dir.RANK_RECORDS).mkdir(parents=True)
+        (run / "config.yml").write_text("x")
+        (run / "densification.jsonl").write_text("{}")
+        for record in records:
+            (run / run_dir.RANK_RECORDS / record).write_text("{}")
+        return run
+
+    stopped = made("stopped", "startup_rank0.json", "rank0.json", "rank1.json")
+    run_dir.discard_if_unused(stopped, also=run_dir.SETUP_FILES)
+    assert not stopped.exists()
+    kept = made("kept", "rank0.json")
+    (kept / "nerfstudio_models").mkdir()  # anything else: a folder the run did not make at start-up
+    run_dir.discard_if_unused(kept, also=run_dir.SETUP_FILES)
+    assert (kept / run_dir.RANK_RECORDS / "rank0.json").is_file()
+    bare = made("bare", "rank0.json")
+    run_dir.discard_if_unused(bare)  # without also: only config.yml counts as unused
+    assert bare.exists()
