@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -82,6 +83,14 @@ def test_refine_events_match_gaussian_counts_and_reach_callbacks(scene, tmp_path
     # the code-registered callback saw exactly the refine records; the config one saw every record
     assert received == refines
     assert CONFIG_CALLBACK_RECORDS == records
+    # docs/training-health.md's table names every field these records carry (a trial found six it left out)
+    table = Path(__file__).parents[2].joinpath("docs", "training-health.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in table.splitlines() if line.startswith("| `")}
+    for record in records:
+        row = rows[record["event"]]
+        fields = set(record) | set(record.get("grad2d", {}))
+        missing = sorted(k for k in fields - {"step", "event", "grad2d"} if f"`{k}`" not in row)
+        assert not missing, (record["event"], missing)
 
 
 def _detached_loss(model, mode):
