@@ -260,3 +260,17 @@ def check_colmap_scene(colmap_dir: Path, images_dir: Path, parser, read_points: 
         cam_file,
         batch_job,
     )
+
+
+def other_layout(root: Path, parent_model: Optional[Path]) -> Optional[str]:
+    """What to do where ``colmap`` was pointed at a folder that is not a COLMAP scene but what users mistake for
+    one: poses in a transforms.json, or the photo folder of a scene (``parent_model``: the COLMAP model of
+    ``root``'s parent, where ``root`` is a photo folder); None otherwise (the advice to run COLMAP stands)."""
+    if (root / "transforms.json").is_file():
+        return (
+            f"{root} holds a transforms.json (poses already made): train it with `nerfstudio-data` (nerfstudio's "
+            "transforms.json) or `instant-ngp-data` (instant-ngp's) in place of `colmap`"
+        )
+    if parent_model is not None:
+        return f"{root} is the photo folder of {root.parent}, whose COLMAP model is {parent_model}: pass --data {root.parent}"
+    return None

@@ -318,9 +318,11 @@ def _preflight(config) -> None:
                     f"no COLMAP model at {colmap_dir}, but {found} holds one",
                     f"point --colmap-path at it: {colmap_command(config, root, found)}",
                 )
+            photos_of = find_colmap_model(root.parent) if root.name.startswith("images") else None
             raise UserInputError(
                 f"no COLMAP model at {colmap_dir} (nor in {root / TOP_LEVEL_COLMAP_PATH})",
-                f"make one with `ns-process-data images --data <photos> --output-dir {root}` (it runs COLMAP), "
+                colmap_checks.other_layout(root, photos_of)
+                or f"make one with `ns-process-data images --data <photos> --output-dir {root}` (it runs COLMAP), "
                 f"then: {colmap_command(config, root, None)}",
             )
         check_image_layout(root / parser.images_path, parser.downscale_factor)

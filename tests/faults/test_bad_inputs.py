@@ -225,6 +225,27 @@ def test_data_given_as_the_current_folder_is_checked_as_given(tmp_path, monkeypa
     _preflight(None)
 
 
+def test_colmap_pointed_at_poses_or_at_a_photo_folder_names_the_right_command(tmp_path):
+    """A fresh-eyes trial: `colmap` on a folder of transforms.json poses, or --data at a scene's images/,
+    was told to run COLMAP; the fix is another dataparser, or the scene's folder."""
+    from ns_splat_plus.errors import UserInputError
+
+    poses = tmp_path / "poses"
+    poses.mkdir()
+    (poses / "transforms.json").write_text("{}")
+    with pytest.raises(UserInputError, match="no COLMAP model") as told:
+        _preflight(poses)
+    assert "`nerfstudio-data`" in str(told.value) and "ns-process-data" not in str(told.value)
+    scene = make_scene(tmp_path / "scene", TINY_SCENE)
+    with pytest.raises(UserInputError, match="no COLMAP model") as told:
+        _preflight(scene / "images")
+    assert f"pass --data {scene}" in str(told.value) and "ns-process-data" not in str(told.value)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UserInputError, match="ns-process-data images"):  # nothing else there: run COLMAP
+        _preflight(empty)
+
+
 # --- 4-6. COLMAP layouts --------------------------------------------------------------------------
 
 
