@@ -176,12 +176,20 @@ def scene_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+QUICKSTART_OPTIONS = (
+    "--max-num-iterations 300 --pipeline.model.num-downscales 0 --pipeline.model.warmup-length 100 "
+    "--pipeline.model.refine-every 50 --viewer.quit-on-train-completion True"
+)
+"""The README quick start's options: a few minutes on the CPU (the default schedule, 30,000 steps, runs for hours
+there), refines within them, and an end after the last step. The printed command is pasted (shell-quoted)."""
+
+
 def write_from_arguments(args: argparse.Namespace) -> Path:
     """Write the scene that parsed :func:`scene_arguments` describe, and say where it went."""
     spec = SceneSpec(n_views=args.views, width=args.width, height=args.height, seed=args.seed)
     out = make_scene(args.out_dir, spec, with_points=not args.no_points)
     print(f"wrote {spec.n_views} views ({spec.width}x{spec.height}) to {out}; train it with:")
-    print(f"  ns-train splat-plus --data {shlex.quote(str(out))} --machine.device-type cpu colmap")  # pasteable
+    print(f"  ns-train splat-plus --data {shlex.quote(str(out))} --machine.device-type cpu {QUICKSTART_OPTIONS} colmap")
     return out
 
 
@@ -189,7 +197,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     """``python -m ns_splat_plus.demo scene/``: a small synthetic scene to train on the CPU.
 
     python -m ns_splat_plus.demo scene/ [--views 24] [--width 64 --height 48] [--no-points]
-    ns-train splat-plus --data scene/ --machine.device-type cpu colmap
+    ns-train splat-plus --data scene/ --machine.device-type cpu --max-num-iterations 300 ... colmap   # as printed
     """
     parser = argparse.ArgumentParser(
         prog="python -m ns_splat_plus.demo",

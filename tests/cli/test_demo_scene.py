@@ -63,3 +63,8 @@ def test_the_command_it_prints_runs_as_pasted_for_a_folder_with_spaces(tmp_path:
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "ns-train" in ln)
     words = shlex.split(line)
     assert words[words.index("--data") + 1] == str(out), line
+    # the README quick start's command, not the 30,000-step default (hours on the CPU; a fresh-eyes trial)
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("python -m ns_splat_plus.demo scene/\n", 1)[1].split("\nRUN=", 1)[0]
+    quickstart = shlex.split(block.replace("\\\n", " "))
+    assert words == [w if w != "scene/" else str(out) for w in quickstart], (line, quickstart)
