@@ -88,13 +88,12 @@ def resolve_checkpoint_path(
             raise CheckpointNotFoundError(
                 load_dir, "this --load-dir is not a directory", "pass the run's nerfstudio_models directory"
             )
-        return _step_file(
-            load_dir,
-            load_step,
-            "no step-<N>.ckpt file in this --load-dir",
-            "pass the run's nerfstudio_models directory (checkpoints are written every --steps-per-save)",
-            "with --load-step",
-        )
+        models = load_dir / "nerfstudio_models"
+        if models.is_dir() and checkpoint_steps(models):  # the run's folder, given for its checkpoints' folder
+            fix = f"pass --load-dir {models}, the run's checkpoints"
+        else:
+            fix = "pass the run's nerfstudio_models directory (checkpoints are written every --steps-per-save)"
+        return _step_file(load_dir, load_step, "no step-<N>.ckpt file in this --load-dir", fix, "with --load-step")
     if load_checkpoint is not None:
         path = Path(load_checkpoint)
         if path.is_dir():  # a run's nerfstudio_models folder: --load-dir's job

@@ -294,3 +294,17 @@ def test_a_resumed_run_keeps_the_train_peak_of_the_run_it_continues(runs, tmp_pa
     resume.resume(resumed, path)
     assert tracker.train_peak_bytes == 123_456_789
     assert checkpoint.run_info(resumed)["train_peak_memory_bytes"] == 123_456_789  # in the next checkpoint too
+
+
+def test_a_run_folder_given_to_load_dir_names_its_checkpoints_folder(tmp_path):
+    """--load-dir RUN (not RUN/nerfstudio_models): the hint names the folder to pass (a fresh-eyes trial)."""
+    run = tmp_path / "run"
+    (run / "nerfstudio_models").mkdir(parents=True)
+    (run / "config.yml").write_text("x")
+    with pytest.raises(CheckpointError, match="no step-<N>.ckpt") as bare:
+        checkpoint.resolve_checkpoint_path(run, None, None)
+    assert "pass the run's nerfstudio_models directory" in str(bare.value)  # it holds no checkpoint yet
+    (run / "nerfstudio_models" / "step-000000010.ckpt").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="no step-<N>.ckpt") as run_folder:
+        checkpoint.resolve_checkpoint_path(run, None, None)
+    assert f"pass --load-dir {run / 'nerfstudio_models'}, the run's checkpoints" in str(run_folder.value)
