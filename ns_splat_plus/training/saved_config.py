@@ -193,3 +193,18 @@ def dataset_as_trained(config, load_config: Optional[str]) -> Optional[Path]:
     else:
         datamanager.dataparser.data = as_trained
     return as_trained
+
+
+def dataset_missing(data: Path) -> UserInputError:
+    """The error of a run whose dataset ``data`` (as :func:`dataset_as_trained` gives it) does not exist; a relative
+    one (the folder ns-train ran in is not known) is named with the folder it was looked for in."""
+    if data.is_absolute():
+        return UserInputError(
+            f"the dataset of this run, {data}, does not exist (moved or renamed?)",
+            f"put the dataset back at {data}, or change `data:` in the run's config.yml to where it is now",
+        )
+    return UserInputError(
+        f"the dataset of this run, {data} (relative: looked for from this folder, {Path.cwd()}), does not exist",
+        f"run the command from the folder ns-train ran in, put the dataset back at {Path.cwd() / data}, or change "
+        "`data:` in the run's config.yml to where it is now",
+    )

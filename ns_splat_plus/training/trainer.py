@@ -249,10 +249,7 @@ def check_before_loading(config: SplatPlusTrainerConfig) -> None:
     viewer_address.check_viewer_host(script)
     data = saved_config.dataset_as_trained(config, getattr(script, "load_config", None))
     if data is not None and not data.exists():
-        raise UserInputError(
-            f"the dataset of this run, {data}, does not exist (moved or renamed?)",
-            f"put the dataset back at {data}, or change `data:` in the run's config.yml to where it is now",
-        )
+        raise saved_config.dataset_missing(data)
     for option, path, suffix in upstream.script_output_paths():
         outputs.check_output_file_type(path, option, suffix)
         outputs.check_writable(path, option, is_file=option == "--output-path")
