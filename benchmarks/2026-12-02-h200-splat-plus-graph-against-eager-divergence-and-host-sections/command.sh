@@ -24,7 +24,9 @@ ns-train $DIV --experiment-name A $DOG > $R/div/A.log 2>&1 < /dev/null &
 ns-train $DIV --experiment-name A2 $DOG > $R/div/A2.log 2>&1 < /dev/null &
 ns-train $DIV --experiment-name B --cuda-graph True $DOG > $R/div/B.log 2>&1 < /dev/null &
 wait
-python3 benchmarks/2026-12-02-h200-splat-plus-graph-against-eager-divergence-and-host-sections/raw/compare_checkpoints.py /tmp/div  # -> raw/divergence.txt
+# the table: 2026-12-01's script, run from a copy whose arms were cut to A, A2, B and its pairs to (A, A2), (A, B),
+# (A2, B) (its other lines as they are; the script itself prints n/a for the arms C, C2 that did not run)
+python3 benchmarks/2026-12-01-h200-lite-against-splatfacto-and-graph-divergence/raw/compare_checkpoints.py /tmp/div  # -> raw/divergence.txt
 # Part 1c: where the host time of a step goes, splat-plus on plush-dog, its schedule's first 3,000 steps, steps 200+
 PROF="--max-num-iterations 3000 --vis tensorboard --viewer.quit-on-train-completion True --steps-per-eval-image 0 --steps-per-eval-batch 0 --steps-per-eval-all-images 0 --steps-per-save 1000000 --output-dir /tmp/prof"
 python3 scripts/profile_step.py --out $R/prof-eager -- splat-plus $PROF $DOG > $R/prof-eager.log 2>&1  # -> raw/sections-eager.txt
