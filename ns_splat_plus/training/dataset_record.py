@@ -180,6 +180,12 @@ def compare(
     )
 
 
+def changes_since(run_info: Dict[str, Any], datamanager: Any) -> DatasetChanges:
+    """What differs between the record in a checkpoint's ``run_info`` and ``datamanager``'s photos now (resume,
+    ns-eval and the other loaders of a trained run)."""
+    return compare(run_info.get(RECORD_KEY), photo_record_of(datamanager))
+
+
 def dataset_changes(saved: Optional[Dict[str, Any]], now: Optional[Dict[str, Any]]) -> List[str]:
     """The differences between a run's record and the dataset now, one line each (empty: none, or no record)."""
     return compare(saved, now).lines()

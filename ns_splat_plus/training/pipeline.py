@@ -109,7 +109,7 @@ class SplatPlusPipeline(VanillaPipeline):
                     "train with a split that holds photos out (e.g. `colmap --eval-mode interval --eval-interval 8`, "
                     "or --train-split-fraction below 1), then run ns-eval on that run",
                 )
-        trained_now_eval = getattr(self, "dataset_changes", dataset_record.DatasetChanges()).trained_now_eval
+        trained_now_eval = self.dataset_changes.trained_now_eval  # set in __init__, compared in load_pipeline
         if trained_now_eval:  # photos the run trained on, held out now (the dataset changed): not a held-out score
             report.split["held_out"] = False
             report.split["eval_images_trained_on"] = trained_now_eval
@@ -143,9 +143,7 @@ class SplatPlusPipeline(VanillaPipeline):
         self.run_info = resume.pop_run_info(state)
         resume.check_pipeline_state(state, self.model, path=None)
         # photos added, removed or re-split since the run trained (none where the checkpoint has no record)
-        self.dataset_changes = dataset_record.compare(
-            self.run_info.get(dataset_record.RECORD_KEY), dataset_record.photo_record_of(self.datamanager)
-        )
+        self.dataset_changes = dataset_record.changes_since(self.run_info, self.datamanager)
         warning = dataset_record.evaluation_warning(self.dataset_changes)
         if warning is not None and collectives.is_main_process():
             CONSOLE.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)

@@ -179,10 +179,7 @@ def check_training_facts(state: Dict[str, Any], trainer: TrainerLike, path: Opti
         CONSOLE.print(
             f"[yellow]Resuming {path} (trained on {saved['data']}) on another dataset: {now['data']}.[/yellow]"
         )
-    changes = dataset_record.compare(
-        run_info.get(dataset_record.RECORD_KEY), dataset_record.photo_record_of(trainer.pipeline.datamanager)
-    )
-    warning = dataset_record.resume_warning(changes, path)
+    warning = dataset_record.resume_warning(dataset_record.changes_since(run_info, trainer.pipeline.datamanager), path)
     if warning is not None and collectives.is_main_process():  # every rank reads the same photos: said once
         CONSOLE.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
 

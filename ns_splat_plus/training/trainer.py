@@ -272,7 +272,7 @@ class SplatPlusTrainer(Trainer):
         # the start-up record's marks before the pipeline (which keeps the record) exists; passed on in setup
         self.early_startup_marks = {"trainer_init": time.time()}
         with uncaught.interrupted_before_training(config.get_base_dir(), "while starting"):
-            uncaught.sigint_raises_again()  # from here a KeyboardInterrupt, caught by the block
+            uncaught.signals_raise_again()  # from here a KeyboardInterrupt, caught by the block
             process = setup_process(config, local_rank, world_size)
             self.early_startup_marks["device_ready"] = time.time()
             with console.upstream_warnings_silenced(), console.quiet_unless(process.rank == 0):

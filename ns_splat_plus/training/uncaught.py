@@ -114,10 +114,6 @@ def interrupted_before_training(run_dir: Path, when: str, rank: int = 0) -> Iter
         _stop_on_sigterm(run_dir, when, rank)
 
 
-_sigint_until_trainer: Optional[Callable] = None
-"""The SIGINT handler :func:`signals_stop_until_trainer` installed, while it is installed."""
-
-
 def _stop_on_sigterm(run_dir: Path, when: str, rank: int) -> NoReturn:
     """SIGTERM before the first step: as Ctrl-C (:func:`_stop_on_ctrl_c`), with exit status 143."""
     with exit_on_user_error(rank):
@@ -131,9 +127,8 @@ def signals_stop_until_trainer(run_dir: Path, rank: int = 0) -> None:
     ``train_loop``, whose ``except KeyboardInterrupt`` prints a traceback and exits 0), Ctrl-C and SIGTERM
     stop the run as they do during set-up: one line, status 130 or 143, the run directory removed (SIGTERM's
     default action ended the process silently and left the directory with its config.yml). Ended by
-    :func:`sigint_raises_again`. Only for Python's own handlers in the main thread: an inherited ignore
+    :func:`signals_raise_again`. Only for Python's own handlers in the main thread: an inherited ignore
     (a shell's background job) and another program's handler are left as they are."""
-    global _sigint_until_trainer
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -142,7 +137,7 @@ def signals_stop_until_trainer(run_dir: Path, rank: int = 0) -> None:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C: Python's own
             _stop_on_ctrl_c(run_dir, "while starting", rank)
 
-        _sigint_until_trainer = stop
+        stop.until_trainer = True  # type: ignore[attr-defined]
         signal.signal(signal.SIGINT, stop)
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
 
@@ -155,16 +150,15 @@ def signals_stop_until_trainer(run_dir: Path, rank: int = 0) -> None:
 
 
 def _until_trainer(handler: Any) -> bool:
+    """Whether ``handler`` is one :func:`signals_stop_until_trainer` installed."""
     return bool(getattr(handler, "until_trainer", False))
 
 
-def sigint_raises_again() -> None:
+def signals_raise_again() -> None:
     """Ctrl-C is Python's ``KeyboardInterrupt`` again (the trainer's construction catches it itself), and
     SIGTERM's handler the default one (or the block's that handles it there, :func:`_sigterm_raises`)."""
-    global _sigint_until_trainer
-    if _sigint_until_trainer is not None and signal.getsignal(signal.SIGINT) is _sigint_until_trainer:
+    if _until_trainer(signal.getsignal(signal.SIGINT)):
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    _sigint_until_trainer = None
     if _until_trainer(signal.getsignal(signal.SIGTERM)):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
