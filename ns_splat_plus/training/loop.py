@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import sys
 import time
 from typing import cast
 
@@ -57,7 +58,7 @@ from ns_splat_plus.training.images import thumbnails
 from ns_splat_plus.training.images.decode import PhotoReadError
 from ns_splat_plus.training.step import detached, run_training_step
 from ns_splat_plus.training.stopping import STOP_TRAINING, StopRequest, TrainingInterrupted
-from ns_splat_plus.upstream import TrainerLike, note_running_time
+from ns_splat_plus.upstream import TrainerLike, command_line, note_running_time
 
 
 def steps_to_run(start_step: int, max_num_iterations: int) -> range:
@@ -196,10 +197,14 @@ def _stop_on_signal(trainer: TrainerLike, step: int, reason: str) -> None:
 
 
 def _resume_hint(trainer: TrainerLike) -> str:
-    """The command that resumes this run from its checkpoints (its folder quoted for a POSIX shell where needed);
-    with several ranks, launched as this run was: a plain ns-train on one process is refused (2-rank schedule)."""
-    load_dir = shlex.quote(str(trainer.checkpoint_dir))
-    hint = f"resume with: ns-train {trainer.config.method_name} --load-dir {load_dir} [the same options]"
+    """The command that resumes this run from its checkpoints: the run's own command line with ``--load-dir``,
+    quoted for a POSIX shell; with several ranks, launched as this run was: a plain ns-train on one process is
+    refused (2-rank schedule)."""
+    method, load_dir = trainer.config.method_name, trainer.checkpoint_dir
+    command = command_line.resume_command(sys.argv, method, load_dir)
+    if command is None:  # not started as `ns-train <method> ...`: the options in words
+        command = f"ns-train {method} --load-dir {shlex.quote(str(load_dir))} [the same options]"
+    hint = f"resume with: {command}"
     world_size = collectives.get_world_size() if collectives.is_distributed() else 1
     if world_size > 1:
         hint += (

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import FrozenSet, List, Optional, Set
@@ -39,6 +40,32 @@ def option_value(argv: List[str], option: str) -> Optional[str]:
             if arg.startswith(name + "="):
                 return arg.split("=", 1)[1]
     return None
+
+
+_NOT_REPEATED_ON_RESUME = ("--load-dir", "--load-step", "--load-checkpoint", "--timestamp")
+"""Options of a run's command line that its resume command drops: it loads the newest checkpoint of the run's
+folder, and an explicit ``--timestamp`` would name the run's own folder, which a new run may not reuse."""
+
+
+def resume_command(argv: List[str], method_name: Optional[str], load_dir: Path) -> Optional[str]:
+    """The ``ns-train`` command line ``argv`` (``sys.argv``) as the command that resumes its run from ``load_dir``:
+    every option as typed, ``--load-dir load_dir`` after the method, quoted for a POSIX shell; None where ``argv``
+    is not ``ns-train <method_name> ...``, or loads its options from a file (``--load-config``, which ignores a
+    ``--load-dir`` beside it): then the caller names the options in words."""
+    if method_name is None or argv[1:2] != [method_name] or option_value(argv, "--load-config") is not None:
+        return None
+    kept: List[str] = []
+    takes_value = False
+    for arg in argv[2:]:
+        if takes_value:  # the value of a dropped option
+            takes_value = False
+            continue
+        name = arg.split("=", 1)[0].replace("_", "-")
+        if name in _NOT_REPEATED_ON_RESUME:
+            takes_value = "=" not in arg
+            continue
+        kept.append(arg)
+    return shlex.join(["ns-train", method_name, "--load-dir", str(load_dir), *kept])
 
 
 def saved_method_name(config_yml: str) -> Optional[str]:

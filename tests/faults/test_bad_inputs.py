@@ -7,6 +7,7 @@ cases that fail in the dataset preflight without any process-level effect are ch
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import signal
 import subprocess
@@ -155,7 +156,7 @@ def test_automatic_timestamp_claimed_twice_gives_two_directories(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])  # both: each has its own default action
-def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig, capsys):
+def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig):
     name = sig.name.lower()
     # a checkpoint every 2 steps tells us the loop (and its signal handlers) runs
     proc = subprocess.Popen(
@@ -183,16 +184,21 @@ def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig, ca
     step = int(state["step"])
     assert saved.name == f"step-{step:09d}.ckpt"
 
-    # the resume, in this process with the run's own config.yml (what --load-dir does after parsing it; the
-    # command line's --load-dir resumes in tests/docs/test_docs.py's evaluation-and-resume.md example)
-    config = yaml.load((run / "config.yml").read_text(), Loader=yaml.Loader)
-    config.experiment_name, config.max_num_iterations = name + "_resumed", step + 3
-    config.load_dir = run / "nerfstudio_models"
-    capsys.readouterr()
-    train(config)
-    printed = "".join(capsys.readouterr().out.split())  # the console wraps at its width
-    assert "".join(f"Resumed from {saved}: step {step}".split()) in printed, printed[-3000:]
-    final = checkpoints(run_dir(tmp_path, name + "_resumed"))[-1]
+    # the resume: the command the message prints, run as printed (it repeats the run's own command line, --timestamp
+    # dropped and --load-dir added) with only --max-num-iterations lowered, so that it ends 3 steps later
+    (hint,) = [line.split("resume with: ", 1)[1] for line in output.splitlines() if "resume with: " in line]
+    printed = shlex.split(hint)  # one process: the command and nothing after it
+    typed = ns_train_cmd(scene, tmp_path, name, 100000, "--steps-per-save", "2")
+    expected = ["ns-train", "splat-plus", "--load-dir", str(run / "nerfstudio_models")]
+    expected += [arg for arg in typed[2:] if arg not in ("--timestamp", "run")]
+    assert printed[: len(expected)] == expected, hint
+    printed[0] = typed[0]
+    printed[printed.index("--max-num-iterations") + 1] = str(step + 3)
+    resumed = subprocess.run(printed, capture_output=True, text=True, env=cli_env(), stdin=subprocess.DEVNULL)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "".join(f"Resumed from {saved}: step {step}".split()) in "".join(resumed.stdout.split())
+    (new_run,) = [path for path in run.parent.iterdir() if path.name != "run"]  # an automatic timestamp
+    final = checkpoints(new_run)[-1]
     assert int(torch.load(final, map_location="cpu", weights_only=True)["step"]) == step + 2
 
 

@@ -4,6 +4,7 @@ command as it must be launched, and, when a streamed photo cannot be read, the c
 from __future__ import annotations
 
 import contextlib
+import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,11 +26,35 @@ def _trainer(tmp_path: Path) -> SimpleNamespace:
     return SimpleNamespace(config=SimpleNamespace(method_name="splat-plus"), checkpoint_dir=tmp_path / "run models")
 
 
+def test_the_resume_hint_is_the_run_s_own_command_with_load_dir(tmp_path, monkeypatch):
+    """The options as typed (a value with a space quoted), the run's --timestamp and any earlier --load-* dropped
+    (the first would name the run's own folder, the others another checkpoint than this run's newest), --load-dir
+    after the method, the dataparser subcommand and its options last; without `ns-train <method>`, in words."""
+    trainer = _trainer(tmp_path)
+    _ranks(monkeypatch, 1)
+    typed = ["/venv/bin/ns-train", "splat-plus", "--data", "my scene", "--timestamp", "t1", "--load-dir", "old/m"]
+    typed += ["--load_step=40", "--load-checkpoint", "old/m/step-000000040.ckpt", "--max-num-iterations", "900"]
+    typed += ["--timestamp=t2", "colmap", "--downscale-factor", "2"]
+    monkeypatch.setattr(loop.sys, "argv", typed)
+    load_dir = shlex.quote(str(trainer.checkpoint_dir))
+    assert loop._resume_hint(trainer) == (
+        f"resume with: ns-train splat-plus --load-dir {load_dir} --data 'my scene' --max-num-iterations 900 colmap "
+        "--downscale-factor 2"
+    )
+    in_words = f"resume with: ns-train splat-plus --load-dir {load_dir} [the same options]"
+    for argv in (["ns-train", "splat-plus-lite", "--data", "s"], ["ns-train", "splat-plus", "--load-config", "c.yml"]):
+        monkeypatch.setattr(loop.sys, "argv", argv)
+        assert loop._resume_hint(trainer) == in_words
+
+
 def test_the_resume_hint_of_several_ranks_says_to_launch_them_as_the_run_was(tmp_path, monkeypatch):
     trainer = _trainer(tmp_path)
     _ranks(monkeypatch, 1)
+    monkeypatch.setattr(loop.sys, "argv", ["ns-train", "splat-plus", "--data", "s", "colmap"])
     one = loop._resume_hint(trainer)
-    assert one == f"resume with: ns-train splat-plus --load-dir '{trainer.checkpoint_dir}' [the same options]"
+    assert (
+        one == f"resume with: ns-train splat-plus --load-dir {shlex.quote(str(trainer.checkpoint_dir))} --data s colmap"
+    )
     _ranks(monkeypatch, 2)
     two = loop._resume_hint(trainer)
     assert two.startswith(one) and "launched on 2 ranks as this run was" in two and "RUN_NAME" in two
