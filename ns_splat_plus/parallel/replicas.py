@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional
 
 import torch
 import torch.distributed as dist
 from nerfstudio.utils.rich_utils import CONSOLE
 from torch import Tensor
 
+from ns_splat_plus import upstream
 from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.parallel import collectives
 from ns_splat_plus.parallel.config import DataParallelConfig
@@ -135,23 +136,41 @@ class RankMonitor:
         path.write_text(json.dumps(self.record, indent=2))
 
     def record_initial(self) -> None:
+        """Every rank's checksum of the Gaussians training starts from, gathered, logged and written: the
+        initial ones (rank 0's, broadcast), or, on a resume, the checkpoint's, which each rank loaded itself:
+        ranks that read different files (another copy of the run folder on another node) stop here."""
         if not self.enabled:
             return
-        local = getattr(self._model(), "initial_checksum", None)
+        resumed_at = upstream.start_step(self.trainer)  # > 0: the checkpoint's Gaussians replaced the initial ones
+        local: Optional[str]
+        if resumed_at > 0:
+            local = parameter_checksum(self._named_params())
+            what = f"Gaussians of the checkpoint (step {resumed_at - 1})"
+        else:
+            local = getattr(self._model(), "initial_checksum", None)
+            what = "initial Gaussians"
         gathered: List[Any] = [None] * self.world_size
         dist.all_gather_object(gathered, local)
-        CONSOLE.log(f"rank {self.rank} of {self.world_size}: initial Gaussians checksum {local}")
+        match = all(c == gathered[0] for c in gathered)
+        CONSOLE.log(f"rank {self.rank} of {self.world_size}: {what} checksum {local}")
         self.record.update(
             {
                 "device": str(self.trainer.device),
                 "initial_checksum": local,
                 "initial_checksums": gathered,
-                "initial_match": all(c == gathered[0] for c in gathered),
+                "initial_match": match,
+                "resumed_at_step": resumed_at,
             }
         )
-        if self.rank == 0:
-            CONSOLE.log(f"initial Gaussians identical on all {self.world_size} ranks: checksum {gathered[0]}")
         self._write()
+        if not match:
+            ranks = ", ".join(f"rank {r}: {c}" for r, c in enumerate(gathered))
+            raise ReplicaDivergenceError(
+                f"the ranks start from different {what} ({ranks})",
+                "give every rank the same run folder (one shared file system, or identical copies of it)",
+            )
+        if self.rank == 0:
+            CONSOLE.log(f"{what} identical on all {self.world_size} ranks: checksum {gathered[0]}")
 
     def after_iteration(self, step: int) -> None:
         every = self.config.replica_check_every

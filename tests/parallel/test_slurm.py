@@ -215,6 +215,9 @@ def test_stopped_job_saves_a_checkpoint_and_resumes_to_the_end(tmp_path, scene):
         "long-1": [f"step-{steps[1]:09d}.ckpt"],
         "long-2": ["step-000000099.ckpt"],
     }
+    for run, stop in (("long-1", steps[0]), ("long-2", steps[1])):  # each rank checked the checkpoint's Gaussians
+        resumed = _ranks(runs / run, 2)
+        assert [r["resumed_at_step"] for r in resumed] == [stop + 1] * 2 and all(r["initial_match"] for r in resumed)
     ranks = _ranks(runs / "long-2", 2)
     assert [r["final_step"] for r in ranks] == [99, 99]
     assert ranks[0]["final_checksum"] == ranks[1]["final_checksum"] is not None
