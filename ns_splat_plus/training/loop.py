@@ -87,6 +87,23 @@ def train_loop(trainer: TrainerLike) -> None:
     stop.install()
     device = torch.device(trainer.device)
     try:
+        _train_steps(trainer, stop, device)
+        # the run's end with the handlers still on: a signal from here on waits for the final checkpoint (nerfstudio's
+        # after_train writes it, about a second after the last step: a signal then killed the run before it)
+        if collectives.is_main_process():  # training.png; before after_train, where the viewer may stay open
+            run_plots.write_run_plot(trainer.base_dir, writer.EVENT_WRITERS)
+        trainer.save_checkpoint(trainer.step)  # after_train's own save finds it written
+    finally:
+        stop.uninstall()
+    if stop.signal_name is not None:
+        _finished_before_signal(trainer, stop.signal_name)
+    with console.quiet_unless(collectives.is_main_process()):  # one "Training Finished" box per run
+        upstream.after_train(trainer)
+
+
+def _train_steps(trainer: TrainerLike, stop: StopRequest, device: torch.device) -> None:
+    """The steps from the start step to the last one; a signal, a stop or a failed rank ends them early."""
+    try:
         with TimeWriter(writer, EventName.TOTAL_TRAIN_TIME):
             trainer.stop_training = False
             stop.hold_while_paused(trainer, device)  # nerfstudio's --start-paused: before step 0
@@ -125,7 +142,7 @@ def train_loop(trainer: TrainerLike) -> None:
                 reason = stop.agreed(trainer, step, device)  # waits here, on every rank, while paused
                 if reason == STOP_TRAINING:
                     _announce_stop(trainer, step)
-                    break  # after_train below saves the checkpoint of this step, as nerfstudio does
+                    break  # train_loop then saves the checkpoint of this step, as nerfstudio does
                 if reason is not None:
                     _stop_on_signal(trainer, step, reason)
     except RuntimeError as err:
@@ -137,12 +154,6 @@ def train_loop(trainer: TrainerLike) -> None:
         # a rank stopped answering (hung, stopped, died): name it, not just this rank's timeout
         timeout = data_parallel_of(trainer.config).timeout_minutes
         roll_call.stop_for_unanswered_ranks(err, trainer.step, timeout, trainer.checkpoint_dir)
-    finally:
-        stop.uninstall()
-    if collectives.is_main_process():  # training.png; before after_train, where the viewer may stay open
-        run_plots.write_run_plot(trainer.base_dir, writer.EVENT_WRITERS)
-    with console.quiet_unless(collectives.is_main_process()):  # one "Training Finished" box per run
-        upstream.after_train(trainer)
 
 
 def eval_due(trainer: TrainerLike, step: int) -> bool:
@@ -181,10 +192,23 @@ def _announce_stop(trainer: TrainerLike, step: int) -> None:
         )
 
 
+def _finished_before_signal(trainer: TrainerLike, reason: str) -> None:
+    """A signal that came after the last step: the run had finished, its final checkpoint is written; one line,
+    the run ends as a finished one (exit status 0: a SLURM template does not requeue it), its viewer closed."""
+    trainer.quit_on_train_completion = True
+    if collectives.is_main_process() and "disk full" not in reason:  # a disk check at the last step: nothing to say
+        path = trainer.checkpoint_dir / f"step-{trainer.step:09d}.ckpt"
+        CONSOLE.print(
+            f"splat-plus: {reason} after the last step: training had finished; final checkpoint saved: {path}",
+            soft_wrap=True,
+        )
+
+
 def _stop_on_signal(trainer: TrainerLike, step: int, reason: str) -> None:
-    if not step_check(step, trainer.config.steps_per_save):  # else saved a moment ago (the same on every rank)
-        trainer.save_checkpoint(step)
+    trainer.save_checkpoint(step)  # nothing written where the loop saved this step a moment ago
     writer.write_out_storage()
+    if collectives.is_main_process():  # training.png of the steps so far
+        run_plots.write_run_plot(trainer.base_dir, writer.EVENT_WRITERS)
     path = trainer.checkpoint_dir / f"step-{step:09d}.ckpt"
     resume = _resume_hint(trainer)
     if "disk full" in reason:  # outputs.low_disk_reason

@@ -281,6 +281,7 @@ class SplatPlusTrainer(Trainer):
         self.rank = process.rank
         self.device = process.device  # cuda:<GPU of this rank>, which is 0 when srun binds one GPU per task
         self.written_checkpoints: List[Path] = []
+        self.saved_step: Optional[int] = None  # the step of the newest checkpoint this process saved
         self.gpu_preload = gpu_preload.GpuPreload(tasks=[])  # started by setup
 
     def setup(self, test_mode="val") -> None:
@@ -446,9 +447,13 @@ class SplatPlusTrainer(Trainer):
         return checkpoint.checkpoint_state(self, step, rng_per_rank=[checkpoint.from_portable(g) for g in gathered])
 
     def save_checkpoint(self, step: int) -> None:
-        """Every rank calls this at the same steps (their RNG states are gathered); rank 0 writes."""
+        """Every rank calls this at the same steps (their RNG states are gathered); rank 0 writes. The step just
+        saved again (the loop's end, then nerfstudio's after_train) writes nothing: the same state."""
+        if step == self.saved_step:
+            return
         self.optimizers.resolve_pending()  # never write a checkpoint over non-finite parameters unnoticed
         state = self.checkpoint_state(step)
+        self.saved_step = step
         if not collectives.is_main_process():
             return
         path = checkpoint.write_checkpoint(state, self.checkpoint_dir, step)

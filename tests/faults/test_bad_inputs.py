@@ -180,6 +180,7 @@ def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig):
     assert len(lines) == 1 and sig.name in lines[0] and "checkpoint saved" in lines[0], output[-3000:]
     saved = checkpoints(run)[-1]
     assert saved.name in output.replace("\n", "")
+    assert (run / "training.png").is_file()  # the picture of the steps it trained
     state = torch.load(saved, map_location="cpu", weights_only=True)
     step = int(state["step"])
     assert saved.name == f"step-{step:09d}.ckpt"
