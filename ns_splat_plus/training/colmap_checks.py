@@ -26,7 +26,14 @@ MAX_AUTO_RESOLUTION = 1600
 """nerfstudio's colmap parser picks a downscale factor that brings the first photo under this size."""
 
 # COLMAP camera models whose parameters start with fx, fy (the others start with one focal f)
-_TWO_FOCALS = {"PINHOLE", "OPENCV", "OPENCV_FISHEYE", "FULL_OPENCV", "FOV", "THIN_PRISM_FISHEYE"}
+_TWO_FOCALS = {"PINHOLE", "OPENCV", "OPENCV_FISHEYE"}
+
+CAMERA_PARAMETERS = {
+    "SIMPLE_PINHOLE": 3, "PINHOLE": 4, "SIMPLE_RADIAL": 4, "RADIAL": 5, "OPENCV": 8, "OPENCV_FISHEYE": 8,
+    "SIMPLE_RADIAL_FISHEYE": 4, "RADIAL_FISHEYE": 5,
+}  # fmt: skip
+"""The COLMAP camera models nerfstudio 1.1.5 reads (``colmap_utils.parse_colmap_camera_params``; FULL_OPENCV, FOV
+and THIN_PRISM_FISHEYE end in a NotImplementedError there), with COLMAP's number of parameters of each."""
 
 _REEXPORT = "re-export the COLMAP model (COLMAP's model_converter, or ns-process-data) or restore the file"
 
@@ -118,6 +125,19 @@ def check_model(cameras: Dict, images: Dict, cam_file: Path, img_file: Path) -> 
     for cam_id, cam in cameras.items():
         if cam.width <= 0 or cam.height <= 0:
             raise UserInputError(f"camera {cam_id} in {cam_file} has size {cam.width}x{cam.height}", _REEXPORT)
+        if cam.model not in CAMERA_PARAMETERS:
+            raise UserInputError(
+                f"camera {cam_id} in {cam_file} is a {cam.model} camera, which nerfstudio's COLMAP reader does not "
+                f"read (it reads {', '.join(CAMERA_PARAMETERS)})",
+                "undistort the photos with COLMAP's image_undistorter (it writes PINHOLE cameras), or run COLMAP "
+                "again with one of those camera models",
+            )
+        if len(cam.params) != CAMERA_PARAMETERS[cam.model]:
+            raise UserInputError(
+                f"camera {cam_id} in {cam_file} ({cam.model}) has {len(cam.params)} parameters, where a {cam.model} "
+                f"camera has {CAMERA_PARAMETERS[cam.model]}",
+                _REEXPORT,
+            )
         focals = list(cam.params[:2] if cam.model in _TWO_FOCALS else cam.params[:1])
         if not focals or not all(math.isfinite(f) and f > 0 for f in focals):
             raise UserInputError(

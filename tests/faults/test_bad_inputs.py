@@ -393,6 +393,11 @@ def test_damaged_colmap_files_through_the_cli(scene, tmp_path):
     (data / SPARSE / "cameras.bin").write_bytes(b"")
     proc = ns_train(data, tmp_path, "bin_empty", 1)
     assert_one_message(proc, f"{data / SPARSE / 'cameras.bin'} is empty", status=2)
+    full = copy_scene(scene, tmp_path / "full")
+    _camera_model(full, "FULL_OPENCV", 12)
+    proc = ns_train(full, tmp_path, "full_opencv", 1)
+    assert_one_message(proc, "is a FULL_OPENCV camera, which nerfstudio's COLMAP reader does not read", status=2)
+    assert not (tmp_path / "full_opencv").exists()  # no run directory left behind
 
 
 def test_damaged_colmap_files_are_named(scene, tmp_path):
@@ -424,6 +429,38 @@ def test_damaged_colmap_files_are_named(scene, tmp_path):
     _edit_line(nan / SPARSE / "images.txt", 2, lambda f: " ".join(f[:5] + ["nan"] + f[6:]))
     with pytest.raises(UserInputError, match="photo frame_0002.png .* invalid pose"):
         _preflight(nan)
+
+
+def _camera_model(data: Path, model: str, count: int) -> None:
+    """The first camera of cameras.txt as a ``model`` camera of ``count`` parameters (its fx, fy, cx, cy, then 0s)."""
+    _edit_line(
+        data / SPARSE / "cameras.txt", 0, lambda f: " ".join([f[0], model, *f[2:4], *(f[4:] + ["0"] * 12)[:count]])
+    )
+
+
+@pytest.mark.parametrize(
+    "model,count,needle",
+    [
+        ("FULL_OPENCV", 12, "is a FULL_OPENCV camera, which nerfstudio's COLMAP reader does not read"),
+        ("FOV", 5, "is a FOV camera"),
+        ("THIN_PRISM_FISHEYE", 12, "is a THIN_PRISM_FISHEYE camera"),
+        ("PINHOLE", 3, r"\(PINHOLE\) has 3 parameters, where a PINHOLE camera has 4"),
+        ("OPENCV", 8, None),  # read by nerfstudio: passes
+        ("SIMPLE_RADIAL_FISHEYE", 4, None),
+    ],
+)
+def test_camera_models_nerfstudio_cannot_read_are_named(scene, tmp_path, model, count, needle):
+    """nerfstudio's parser raised NotImplementedError (FULL_OPENCV, FOV, THIN_PRISM_FISHEYE) or an IndexError (too
+    few parameters) with a traceback, and left the run directory behind (a fresh-eyes trial)."""
+    from ns_splat_plus.errors import UserInputError
+
+    data = copy_scene(scene, tmp_path / model)
+    _camera_model(data, model, count)
+    if needle is None:
+        _preflight(data)
+        return
+    with pytest.raises(UserInputError, match=f"camera 1 in {data / SPARSE / 'cameras.txt'} " + needle):
+        _preflight(data)
 
 
 # --- 10. photos -----------------------------------------------------------------------------------
