@@ -35,6 +35,7 @@ Differences from nerfstudio's loop, and why:
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import sys
 import time
@@ -230,7 +231,12 @@ def _resume_hint(trainer: TrainerLike) -> str:
         command = f"ns-train {method} --load-dir {shlex.quote(str(load_dir))} [the same options]"
     hint = f"resume with: {command}"
     world_size = collectives.get_world_size() if collectives.is_distributed() else 1
-    if world_size > 1:
+    one_node = os.environ.get("LOCAL_WORLD_SIZE") == str(world_size)
+    if world_size > 1 and "TORCHELASTIC_RUN_ID" in os.environ and one_node:  # torchrun on one node: its line
+        hint = (
+            f"resume with: torchrun --nproc-per-node {world_size} $(which ns-train) {command.removeprefix('ns-train ')}"
+        )
+    elif world_size > 1:
         hint += (
             f", launched on {world_size} ranks as this run was (the same torchrun line; the SLURM templates resume "
             "by themselves when the same sbatch is submitted again with the same RUN_NAME)"

@@ -144,6 +144,15 @@ def no_steps_left(path: Path, step: int, config) -> CheckpointError:
     return error
 
 
+def _launch_on(ranks: int, device_type: str) -> str:
+    """How to start ``ranks`` ranks: ns-train's own launcher spawns several on CUDA GPUs only, and on CUDA takes
+    every GPU of the job unless told how many."""
+    if ranks == 1:
+        return "ns-train --machine.num-devices 1" if device_type == "cuda" else "ns-train, without torchrun"
+    torchrun = f"torchrun --nproc-per-node {ranks} $(which ns-train) ..."
+    return f"ns-train --machine.num-devices {ranks}, or {torchrun}" if device_type == "cuda" else torchrun
+
+
 def check_training_facts(state: Dict[str, Any], trainer: TrainerLike, path: Optional[Path]) -> None:
     """Refuse a resume whose ranks, scaling or strategy differ from the run that wrote the checkpoint:
     its learning rates, Adam betas and schedule were scaled for its number of ranks, and optimizer
@@ -159,8 +168,8 @@ def check_training_facts(state: Dict[str, Any], trainer: TrainerLike, path: Opti
             f"it was written by a run on {saved_world} rank(s) and this run has {now['world_size']}: the learning "
             f"rates, Adam betas and step schedule of that run were scaled for {saved_world} rank(s), and a resume "
             "cannot rescale optimizer moments and a half-done schedule exactly",
-            f"resume on {saved_world} rank(s) (ns-train --machine.num-devices {saved_world}, or torchrun "
-            f"--nproc-per-node {saved_world}), or start a new run",
+            f"resume on {saved_world} rank(s) ({_launch_on(saved_world, trainer.config.machine.device_type)}), or start "
+            "a new run",
         )
     options = {
         "strategy": "--pipeline.model.strategy",

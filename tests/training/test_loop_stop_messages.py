@@ -56,6 +56,13 @@ def test_the_resume_hint_of_several_ranks_says_to_launch_them_as_the_run_was(tmp
         one == f"resume with: ns-train splat-plus --load-dir {shlex.quote(str(trainer.checkpoint_dir))} --data s colmap"
     )
     _ranks(monkeypatch, 2)
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun on one node: the command is its line
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    torchrun = loop._resume_hint(trainer)
+    assert torchrun == one.replace(
+        "resume with: ns-train", "resume with: torchrun --nproc-per-node 2 $(which ns-train)"
+    )
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # on two nodes: launched as the run was
     two = loop._resume_hint(trainer)
     assert two.startswith(one) and "launched on 2 ranks as this run was" in two and "RUN_NAME" in two
 
@@ -81,3 +88,16 @@ def test_a_photo_unreadable_on_several_ranks_names_the_newest_checkpoint_or_none
     message = _unreadable_photo_message(trainer, 591, monkeypatch)
     assert f"the newest is {trainer.checkpoint_dir / 'step-000000500.ckpt'}" in message
     assert "--load-dir" in message and "launched on 2 ranks" in message
+
+
+def test_a_resume_on_other_ranks_names_a_launcher_that_can_start_them():
+    """ns-train's own launcher spawns several ranks on CUDA GPUs only (the CPU's message named it too)."""
+    from ns_splat_plus.training.resume import _launch_on
+
+    assert _launch_on(2, "cpu") == "torchrun --nproc-per-node 2 $(which ns-train) ..."
+    assert (
+        _launch_on(2, "cuda")
+        == "ns-train --machine.num-devices 2, or torchrun --nproc-per-node 2 $(which ns-train) ..."
+    )
+    assert _launch_on(1, "cpu") == "ns-train, without torchrun"
+    assert _launch_on(1, "cuda") == "ns-train --machine.num-devices 1"
