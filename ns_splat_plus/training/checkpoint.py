@@ -84,10 +84,19 @@ def resolve_checkpoint_path(
     """The file ``--load-dir/--load-step`` or ``--load-checkpoint`` designate, or None (fresh run)."""
     if load_dir is not None:
         load_dir = Path(load_dir)
-        if not load_dir.is_dir():
+        if load_dir.is_file():
+            one = f"--load-checkpoint {load_dir} to resume from this file, or " if load_dir.suffix == ".ckpt" else ""
             raise CheckpointNotFoundError(
-                load_dir, "this --load-dir is not a directory", "pass the run's nerfstudio_models directory"
+                load_dir,
+                "this --load-dir is a file, not a folder of checkpoints",
+                f"pass {one}--load-dir with the run's nerfstudio_models folder",
             )
+        if not load_dir.is_dir():
+            if load_dir.name == "nerfstudio_models" and (load_dir.parent / "config.yml").is_file():
+                problem, fix = "no such folder: that run saved no checkpoint", "train it again from the start"
+            else:
+                problem, fix = "no such folder", "check the path: pass the run's nerfstudio_models directory"
+            raise CheckpointNotFoundError(load_dir, problem, fix)
         models = load_dir / "nerfstudio_models"
         if models.is_dir() and checkpoint_steps(models):  # the run's folder, given for its checkpoints' folder
             fix = f"pass --load-dir {models}, the run's checkpoints"

@@ -21,7 +21,7 @@ from typing import Iterable, Iterator, List, Optional
 from ns_splat_plus.errors import UserInputError
 from ns_splat_plus.model.options import check_model_options, flag
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
-from ns_splat_plus.training import colmap_checks, dataset_checks, viewer_address
+from ns_splat_plus.training import checkpoint, colmap_checks, dataset_checks, viewer_address
 from ns_splat_plus.upstream.command_line import option_value
 
 MAX_WARMUP_STEPS = 1000
@@ -89,17 +89,18 @@ def check_resume_options(config) -> None:
             "another step than the newest)",
         )
     load_step = getattr(config, "load_step", None)
-    if load_step is None or getattr(config, "load_dir", None) is not None:
-        return
-    if getattr(config, "load_checkpoint", None) is not None:
+    if load_step is not None and getattr(config, "load_dir", None) is None:
+        if getattr(config, "load_checkpoint", None) is not None:
+            raise UserInputError(
+                f"--load-step {load_step} does not apply to --load-checkpoint, which names one checkpoint file",
+                "drop --load-step, or pass --load-dir <run>/nerfstudio_models --load-step N instead of --load-checkpoint",
+            )
         raise UserInputError(
-            f"--load-step {load_step} does not apply to --load-checkpoint, which names one checkpoint file",
-            "drop --load-step, or pass --load-dir <run>/nerfstudio_models --load-step N instead of --load-checkpoint",
+            f"--load-step {load_step} needs --load-dir, the folder of the checkpoints to take the step from",
+            f"pass --load-dir <run>/nerfstudio_models --load-step {load_step} to resume a run",
         )
-    raise UserInputError(
-        f"--load-step {load_step} needs --load-dir, the folder of the checkpoints to take the step from",
-        f"pass --load-dir <run>/nerfstudio_models --load-step {load_step} to resume a run",
-    )
+    # the file to resume from exists: said at launch, not after the whole set-up
+    checkpoint.resolve_checkpoint_path(config.load_dir, load_step, getattr(config, "load_checkpoint", None))
 
 
 def check_densify_callbacks(model) -> None:

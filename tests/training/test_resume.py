@@ -119,7 +119,7 @@ def test_stray_files_in_the_checkpoint_dir_are_ignored(tmp_path):
     with pytest.raises(CheckpointError, match="--load-step") as missing_step:
         checkpoint.resolve_checkpoint_path(tmp_path, 20, None)
     assert "[10]" in str(missing_step.value) and missing_step.value.exit_status == 2  # typed input: exit 2
-    with pytest.raises(CheckpointError, match="not a directory") as not_a_directory:
+    with pytest.raises(CheckpointError, match="this --load-dir is a file, not a folder") as not_a_directory:
         checkpoint.resolve_checkpoint_path(tmp_path / "notes.txt", None, None)
     with pytest.raises(CheckpointError, match="no such file") as no_file:
         checkpoint.resolve_checkpoint_path(None, None, tmp_path / "step-000000030.ckpt")
@@ -128,6 +128,22 @@ def test_stray_files_in_the_checkpoint_dir_are_ignored(tmp_path):
     with pytest.raises(CheckpointError, match=r"this is a folder of checkpoints \(steps \[10\]\)") as folder:
         checkpoint.resolve_checkpoint_path(None, None, tmp_path)
     assert f"pass --load-dir {tmp_path} to resume" in str(folder.value) and folder.value.exit_status == 2
+
+
+def test_a_load_dir_that_is_a_checkpoint_or_missing_says_which(tmp_path):
+    """A fresh-eyes trial: a checkpoint file, a run that saved nothing and a typo all got "this --load-dir is not a
+    directory ... pass the run's nerfstudio_models directory" (the last two had passed just that)."""
+    (tmp_path / "step-000000010.ckpt").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="is a file") as a_file:
+        checkpoint.resolve_checkpoint_path(tmp_path / "step-000000010.ckpt", None, None)
+    assert f"pass --load-checkpoint {tmp_path / 'step-000000010.ckpt'} to resume from this file" in str(a_file.value)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yml").write_text("method_name: splat-plus\n")  # a run stopped before its first save
+    with pytest.raises(CheckpointError, match="no such folder: that run saved no checkpoint"):
+        checkpoint.resolve_checkpoint_path(tmp_path / "run" / "nerfstudio_models", None, None)
+    with pytest.raises(CheckpointError, match="no such folder") as typo:
+        checkpoint.resolve_checkpoint_path(tmp_path / "rnu" / "nerfstudio_models", None, None)
+    assert "check the path" in str(typo.value)
 
 
 def _write(path: Path, state) -> Path:
