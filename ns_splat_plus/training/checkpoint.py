@@ -37,7 +37,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.errors import SplatPlusError
 from ns_splat_plus.parallel.config import data_parallel_of
 from ns_splat_plus.parallel.schedule import cameras_per_step_of
-from ns_splat_plus.training import dataset_record
+from ns_splat_plus.training import dataset_record, options_record
 from ns_splat_plus.upstream import TrainerLike
 
 CHECKPOINT_NAME = re.compile(r"^step-(\d+)\.ckpt$")
@@ -238,6 +238,7 @@ def run_info(trainer: TrainerLike) -> Dict[str, Any]:
         "num_gaussians": int(trainer.pipeline.model.num_points),
         "world_size": int(trainer.world_size),
         dataset_record.RECORD_KEY: dataset_record.photo_record_of(trainer.pipeline.datamanager),
+        options_record.RECORD_KEY: options_record.options_record(trainer.config.pipeline.model),
     }
 
 

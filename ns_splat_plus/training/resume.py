@@ -16,7 +16,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from rich.markup import escape
 
 from ns_splat_plus.parallel import collectives, schedule
-from ns_splat_plus.training import dataset_record
+from ns_splat_plus.training import dataset_record, options_record
 from ns_splat_plus.training.checkpoint import (
     GAUSSIAN_KEY_PREFIX,
     PER_GAUSSIAN_STRATEGY_KEYS,
@@ -190,6 +190,10 @@ def check_training_facts(state: Dict[str, Any], trainer: TrainerLike, path: Opti
         )
     warning = dataset_record.resume_warning(dataset_record.changes_since(run_info, trainer.pipeline.datamanager), path)
     if warning is not None and collectives.is_main_process():  # every rank reads the same photos: said once
+        CONSOLE.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
+    changes = options_record.changed_options(run_info.get(options_record.RECORD_KEY), trainer.config.pipeline.model)
+    warning = options_record.resume_warning(changes, path)
+    if warning is not None and collectives.is_main_process():
         CONSOLE.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
 
 

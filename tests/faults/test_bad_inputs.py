@@ -198,6 +198,7 @@ def test_signal_saves_a_checkpoint_and_resume_continues(scene, tmp_path, sig):
     resumed = subprocess.run(printed, capture_output=True, text=True, env=cli_env(), stdin=subprocess.DEVNULL)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "".join(f"Resumed from {saved}: step {step}".split()) in "".join(resumed.stdout.split())
+    assert "other model options" not in resumed.stdout  # the printed command repeats the run's options
     (new_run,) = [path for path in run.parent.iterdir() if path.name != "run"]  # an automatic timestamp
     final = checkpoints(new_run)[-1]
     assert int(torch.load(final, map_location="cpu", weights_only=True)["step"]) == step + 2
