@@ -284,8 +284,17 @@ def check_colmap_scene(colmap_dir: Path, images_dir: Path, parser, read_points: 
 
 def other_layout(root: Path, parent_model: Optional[Path]) -> Optional[str]:
     """What to do where ``colmap`` was pointed at a folder that is not a COLMAP scene but what users mistake for
-    one: poses in a transforms.json, or the photo folder of a scene (``parent_model``: the COLMAP model of
+    one: a photo or the COLMAP model folder of a scene, poses in a transforms.json, or the photo folder of a scene (``parent_model``: the COLMAP model of
     ``root``'s parent, where ``root`` is a photo folder); None otherwise (the advice to run COLMAP stands)."""
+    if root.is_file() or any((root / f"cameras.{ext}").is_file() for ext in ("bin", "txt")):
+        what = "a file" if root.is_file() else "a COLMAP model folder"
+        scene = next((p for p in root.parents if (p / "images").is_dir() or (p / "images_2").is_dir()), None)
+        if scene is None:
+            return f"--data {root} is {what}: pass the scene's folder, the one that holds images/ and the COLMAP model"
+        rel = root.relative_to(scene).as_posix()
+        found = root.is_file() or rel in ("colmap/sparse/0", "sparse/0")  # the places the colmap parser looks in
+        model = "" if found else f" (with `colmap --colmap-path {rel}`)"
+        return f"--data {root} is {what}: pass the scene's folder, --data {scene}{model}"
     if (root / "transforms.json").is_file():
         return (
             f"{root} holds a transforms.json (poses already made): train it with `nerfstudio-data` (nerfstudio's "

@@ -317,7 +317,7 @@ def _preflight(config) -> None:
             if found is not None:
                 raise UserInputError(
                     f"no COLMAP model at {colmap_dir}, but {found} holds one",
-                    f"point --colmap-path at it: {colmap_command(config, root, found)}",
+                    f"train with it: {colmap_command(config, root, found)}",
                 )
             photos_of = find_colmap_model(root.parent) if root.name.startswith("images") else None
             raise UserInputError(

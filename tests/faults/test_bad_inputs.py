@@ -248,6 +248,27 @@ def test_colmap_pointed_at_poses_or_at_a_photo_folder_names_the_right_command(tm
     with pytest.raises(UserInputError, match="no COLMAP model") as told:
         _preflight(scene / "images")
     assert f"pass --data {scene}" in str(told.value) and "ns-process-data" not in str(told.value)
+    # --data at the COLMAP model itself, or at a photo: the scene's folder (the trial was told to make a model in there)
+    model = scene / "colmap" / "sparse" / "0"
+    with pytest.raises(UserInputError, match="no COLMAP model") as told:
+        _preflight(model)
+    assert f"--data {model} is a COLMAP model folder: pass the scene's folder, --data {scene}" in str(told.value)
+    assert "ns-process-data" not in str(told.value) and "--colmap-path" not in str(told.value)  # found by itself
+    moved = copy_scene(scene, tmp_path / "moved")
+    (moved / "colmap").rename(moved / "model")
+    with pytest.raises(UserInputError, match="no COLMAP model") as told:
+        _preflight(moved / "model" / "sparse" / "0")
+    assert f"--data {moved} (with `colmap --colmap-path model/sparse/0`)" in str(told.value)
+    photo = next((scene / "images").iterdir())
+    with pytest.raises(UserInputError) as told:
+        _preflight(photo)
+    assert f"--data {photo} is a file: pass the scene's folder, --data {scene}" in str(told.value)
+    # --colmap-path at the wrong place of a scene whose model is where the parser looks: no --colmap-path to "point"
+    with pytest.raises(UserInputError, match="but .* holds one") as told:
+        _preflight(scene, colmap_path=Path("sparse/0"))
+    assert "point --colmap-path" not in str(
+        told.value
+    ) and f"train with it: ns-train splat-plus --data {scene} colmap" in str(told.value)
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(UserInputError, match="ns-process-data images"):  # nothing else there: run COLMAP
