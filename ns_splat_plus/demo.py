@@ -27,6 +27,9 @@ from PIL import Image
 
 from ns_splat_plus.raster.reference import reference_rasterization
 
+DEMO_MARK = "# demo scene (ns_splat_plus.demo)"
+"""The first line of a demo scene's images.txt."""
+
 
 @dataclass(frozen=True)
 class SceneSpec:
@@ -144,7 +147,7 @@ def make_scene(out_dir: Path, spec: SceneSpec = SceneSpec(), with_points: bool =
         q = rotmat_to_qvec(w2cs[i][:3, :3])
         t = w2cs[i][:3, 3]
         lines.append(f"{i + 1} {' '.join(f'{v:.10f}' for v in q)} {' '.join(f'{v:.10f}' for v in t)} 1 {name}\n\n")
-    (sparse / "images.txt").write_text("# demo scene (ns_splat_plus.demo)\n" + "".join(lines))
+    (sparse / "images.txt").write_text(DEMO_MARK + "\n" + "".join(lines))
     (sparse / "cameras.txt").write_text(
         f"1 PINHOLE {spec.width} {spec.height} {K[0, 0]} {K[1, 1]} {K[0, 2]} {K[1, 2]}\n"
     )
@@ -204,7 +207,25 @@ def main(argv: Optional[List[str]] = None) -> None:
         description=main.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    write_from_arguments(scene_arguments(parser).parse_args(argv))
+    args = scene_arguments(parser).parse_args(argv)
+    out: Path = args.out_dir
+    if out.exists() and not out.is_dir():
+        parser.error(f"{out} is a file: pass the folder to write the scene to")
+    if out.is_dir() and any(out.iterdir()):
+        if not is_demo_scene(out):  # a real scene's colmap/ and images/ would be overwritten
+            parser.error(f"{out} is not empty and holds no demo scene: pass a new or empty folder")
+        for old in (out / "images").glob("frame_*.png"):  # another --views would leave stale photos beside the model
+            old.unlink()
+    write_from_arguments(args)
+
+
+def is_demo_scene(folder: Path) -> bool:
+    """Whether ``folder`` holds a scene this module wrote (its images.txt's first line says so)."""
+    images = folder / "colmap" / "sparse" / "0" / "images.txt"
+    try:
+        return images.read_text().startswith(DEMO_MARK)
+    except OSError:
+        return False
 
 
 if __name__ == "__main__":

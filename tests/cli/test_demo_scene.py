@@ -68,3 +68,25 @@ def test_the_command_it_prints_runs_as_pasted_for_a_folder_with_spaces(tmp_path:
     block = readme.split("python -m ns_splat_plus.demo scene/\n", 1)[1].split("\nRUN=", 1)[0]
     quickstart = shlex.split(block.replace("\\\n", " "))
     assert words == [w if w != "scene/" else str(out) for w in quickstart], (line, quickstart)
+
+
+def test_the_demo_writes_only_into_a_new_empty_or_demo_folder(tmp_path: Path, capsys):
+    """A fresh-eyes trial: the demo wrote over whatever the folder held (a real scene's colmap/ too), left the
+    photos of a larger earlier run beside the new model, and a file as the target gave a NotADirectoryError
+    traceback."""
+    small = ["--width", "16", "--height", "12"]
+    out = tmp_path / "scene"
+    demo.main([str(out), "--views", "6", *small])
+    demo.main([str(out), "--views", "3", *small])  # again, fewer views: the earlier photos go
+    assert sorted(p.name for p in (out / "images").iterdir()) == [f"frame_{i:04d}.png" for i in range(3)]
+    capsys.readouterr()
+    real = tmp_path / "real"
+    (real / "colmap").mkdir(parents=True)
+    (real / "colmap" / "keep.txt").write_text("a real scene")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for target, needle in ((real, "is not empty and holds no demo scene"), (a_file, "is a file")):
+        with pytest.raises(SystemExit) as stopped:
+            demo.main([str(target), *small])
+        assert stopped.value.code == 2 and needle in capsys.readouterr().err
+    assert (real / "colmap" / "keep.txt").read_text() == "a real scene" and not (real / "images").exists()
