@@ -429,7 +429,8 @@ def check_image_layout(images_dir: Path, downscale_factor: Optional[int]) -> Non
     factors = downscaled_folders(images_dir)
     if full == 0 and not factors:
         raise UserInputError(
-            f"no images found in {images_dir} (nor in {images_dir.name}_2, _4, ...): the scene needs its photos there"
+            f"no images found in {images_dir} (nor in {images_dir.name}_2, _4, ...): the scene needs its photos there",
+            f"put the photos the COLMAP model lists into {images_dir} (or pass --data the scene folder that holds them)",
         )
     if downscale_factor is None or downscale_factor == 1:
         if full == 0:

@@ -199,7 +199,9 @@ def describe(exc: BaseException, argv: List[str]) -> Optional[Tuple[str, int]]:
     if isinstance(exc, KeyboardInterrupt):
         if prog == "ns-viewer":  # its one way to quit: it writes nothing, so nothing was lost
             return "Viewer closed (Ctrl-C)", 0
-        return f"{prog}: stopped by Ctrl-C (SIGINT) before training or any output was saved", INTERRUPTED_STATUS
+        trains = prog not in ("ns-eval", "ns-export")  # they write their output, and train nothing
+        before = "training or any output was saved" if trains else "any output was saved"
+        return f"{prog}: stopped by Ctrl-C (SIGINT) before {before}", INTERRUPTED_STATUS
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         where = f" {exc.filename}" if exc.filename else ""
         return (

@@ -725,3 +725,24 @@ def test_bad_poses_in_transforms_json_in_process(scene, tmp_path):
             with pytest.raises(UserInputError, match=f"frame {name} in .*transforms.json {needle}") as info:
                 preflight(data, parser)
             assert info.value.exit_status == 2
+
+
+def test_ctrl_c_at_start_up_says_what_the_command_had_not_done_yet():
+    """ns-eval and ns-export train nothing: "stopped ... before training" misdescribed them (a fresh-eyes trial)."""
+    from ns_splat_plus.training import uncaught
+
+    for prog, before in (("ns-train", "training or any output was saved"), ("ns-eval", "any output was saved")):
+        message, status = uncaught.describe(KeyboardInterrupt(), [f"/venv/bin/{prog}", "x"])
+        assert message == f"{prog}: stopped by Ctrl-C (SIGINT) before {before}" and status == 130
+    message, _ = uncaught.describe(KeyboardInterrupt(), ["ns-export", "gaussian-splat"])
+    assert "training" not in message
+
+
+def test_an_empty_photo_folder_says_what_to_do(tmp_path):
+    from ns_splat_plus.errors import UserInputError
+    from ns_splat_plus.training import inputs
+
+    (tmp_path / "images").mkdir()
+    with pytest.raises(UserInputError, match="no images found in") as raised:
+        inputs.check_image_layout(tmp_path / "images", None)
+    assert "What to do: put the photos the COLMAP model lists into" in str(raised.value)
