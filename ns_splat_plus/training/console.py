@@ -22,11 +22,14 @@ import yaml
 from nerfstudio.utils.rich_utils import CONSOLE
 
 
-def save_config(config: Any) -> None:
-    """Write ``config.yml`` into the run directory (as nerfstudio does) and print one line saying where."""
+def save_config(config: Any, announce: bool = True) -> None:
+    """Write ``config.yml`` into the run directory (as nerfstudio does) and print one line saying where (not when
+    ``announce`` is False: the file written again, after the line was printed)."""
     path = config.get_base_dir() / "config.yml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.dump(config), "utf8")
+    if not announce:
+        return
     hint = "" if getattr(config, "print_config", False) else " (--print-config True also prints it here)"
     CONSOLE.print(f"Config: {path}{hint}", soft_wrap=True)
 

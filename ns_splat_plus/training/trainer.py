@@ -488,7 +488,7 @@ class SplatPlusTrainer(Trainer):
         # This run's config.yml must not keep --load-step: ns-eval / ns-viewer look for that step
         # in this run's own checkpoint directory.
         if collectives.is_main_process():  # (the file alone: the config's save_config is ns-train's start-up step)
-            console.save_config(dataclasses.replace(self.config, load_step=None))
+            console.save_config(dataclasses.replace(self.config, load_step=None), announce=False)
         upstream.set_start_step(self, step + 1)  # the loop (loop.py) runs to --max-num-iterations, counted from step 0
         CONSOLE.print(
             f"Resumed from {path}: step {step}, {self.pipeline.model.num_points} Gaussians; "

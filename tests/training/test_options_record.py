@@ -40,6 +40,7 @@ def test_the_checkpoint_records_the_model_options_and_a_resume_names_those_that_
         finally:
             close_writers()
         printed = " ".join(capsys.readouterr().out.split())
+        assert printed.count("Config: ") == 1  # config.yml written again without --load-step: said once
         if not changed:
             assert "other model options" not in printed, printed[-2000:]
             continue
