@@ -237,6 +237,7 @@ def run_info(trainer: TrainerLike) -> Dict[str, Any]:
         "memory_device": str(tracker.device),
         "num_gaussians": int(trainer.pipeline.model.num_points),
         "world_size": int(trainer.world_size),
+        "max_num_iterations": int(trainer.config.max_num_iterations),  # ns-eval names a checkpoint before the end
         dataset_record.RECORD_KEY: dataset_record.photo_record_of(trainer.pipeline.datamanager),
         options_record.RECORD_KEY: options_record.options_record(trainer.config.pipeline.model),
     }

@@ -129,6 +129,13 @@ class SplatPlusPipeline(VanillaPipeline):
             places = evaluation.places_summary(results["metrics_computed_on"], results["num_images"], train_peak)
             if places is not None:
                 CONSOLE.print(places, soft_wrap=True, markup=False)
+            last, step = run_info.get("max_num_iterations"), getattr(self, "loaded_step", None)
+            if last is not None and step is not None and step < last - 1:  # a run stopped early (Ctrl-C, SIGTERM)
+                CONSOLE.print(
+                    f"[yellow]The checkpoint is of step {step} of a run of {last} steps: it stopped early (resume "
+                    "it with --load-dir to train the rest).[/yellow]",
+                    soft_wrap=True,
+                )
         return results
 
     def load_pipeline(self, loaded_state: Dict[str, Any], step: int) -> None:

@@ -503,3 +503,16 @@ def test_lpips_runs_without_cudnn_benchmark_and_keeps_the_users_other_cudnn_sett
         metrics.image_metrics(model, outputs, {"image": b[0].permute(1, 2, 0).contiguous()})
     assert seen == [(False, True)]
     assert torch.backends.cudnn.benchmark and torch.backends.cudnn.deterministic  # restored
+
+
+def test_ns_eval_says_when_the_checkpoint_is_of_a_run_that_stopped_early(trained, monkeypatch, capsys):
+    """A fresh-eyes trial: ns-eval of a run stopped at step 140 of 3000 printed its PSNR like a finished run's."""
+    pipeline = trained.pipeline
+    for (step, last), said in (((140, 3000), True), ((29, 30), False)):
+        monkeypatch.setattr(pipeline, "run_info", {"max_num_iterations": last}, raising=False)
+        monkeypatch.setattr(pipeline, "loaded_step", step, raising=False)
+        capsys.readouterr()
+        pipeline.get_average_eval_image_metrics()  # as ns-eval calls it
+        printed = " ".join(capsys.readouterr().out.split())
+        line = f"The checkpoint is of step {step} of a run of {last} steps: it stopped early"
+        assert (line in printed) == said, printed[-1500:]
