@@ -38,6 +38,12 @@ def test_images_that_fit_stay_in_host_memory_pinned_on_cuda():
     assert plan.mode == "host" and not plan.pinned
 
 
+def test_photos_of_several_sizes_are_counted_up_to_the_largest():
+    """A fresh-eyes trial: 7 photos of 128x96 and 14 of 64x48 were "21 x 128x96"."""
+    plan = choose_image_memory([(96, 128)] * 7 + [(48, 64)] * 14, 60 * GIB, "auto")
+    assert plan.describe().startswith("Train images: 21 x up to 128x96 uint8 = ")
+
+
 def test_images_that_do_not_fit_are_streamed():
     plan = choose_image_memory([K4] * 8000, 60 * GIB, "auto", cuda=True, workers=4, buffered=16)
     assert plan.mode == "stream" and not plan.pinned

@@ -43,12 +43,14 @@ class ImageMemoryPlan:
     chosen_by: Literal["auto", "option"]
     shard_of: int = 0  # cameras of all ranks' shards together (0: one process, no shards)
     ranks_on_node: int = 1  # ranks sharing the node's available memory
+    mixed_sizes: bool = False  # the images are not all of image_size
 
     def describe(self) -> str:
         """The one console line, e.g. ``Train images: 1000 x 3840x2160 uint8 = 23.2 GiB in host memory (pinned)``."""
         h, w = self.image_size
         shard = f" (this rank's shard: {self.num_images} of {self.shard_of} cameras)" if self.shard_of else ""
-        head = f"Train images{shard}: {self.num_images} x {w}x{h} {self.dtype}"
+        up_to = "up to " if self.mixed_sizes else ""  # the largest size of several
+        head = f"Train images{shard}: {self.num_images} x {up_to}{w}x{h} {self.dtype}"
         need = format_bytes(self.total_bytes)
         avail = f"{format_bytes(self.available_bytes)} available"
         if self.ranks_on_node > 1:
@@ -123,6 +125,7 @@ def choose_image_memory(
         total_bytes=total,
         available_bytes=int(available_bytes),
         image_size=(int(largest[0]), int(largest[1])),
+        mixed_sizes=len({(int(h), int(w)) for h, w in image_sizes}) > 1,
         dtype=dtype,
         workers=max(1, workers),
         buffered=max(2, buffered),
