@@ -78,11 +78,12 @@ class SplatPlusDataManagerConfig(FullImageDatamanagerConfig):
     """B cameras rendered per training step on each GPU, in one rasterizer call; the loss is the mean
     of their losses. The schedule is then scaled as for B GPUs (steps / B, learning rates x sqrt(B),
     Adam betas ^ B; with W GPUs: W x B). auto: B = 4 / W at launch (4 on one GPU, 2 on two, 1 from
-    four), so W x B stays 4 (splat-plus-fast's; parallel/schedule.py). Each rank draws its B from its own fixed shard of the cameras,
-    reshuffled every epoch (disjoint shards; the B of a step are distinct). Cameras of different sizes: only the
-    step's cameras of the same size as its first drawn camera are rendered, the others are skipped for
-    that epoch (a step may then render fewer than B). Not with the camera optimizer or bilateral grid;
-    the fps sampling strategy is replaced by the seeded permutation."""
+    four), so W x B stays 4 (splat-plus-fast's; parallel/schedule.py). Each rank draws its B from its
+    own fixed shard of the cameras, reshuffled every epoch (disjoint shards; the B of a step are
+    distinct). Cameras of different sizes: only the step's cameras of the same size as its first drawn
+    camera are rendered, the others are skipped for that epoch (a step may then render fewer than B).
+    Not with the camera optimizer or bilateral grid; the fps sampling strategy is replaced by the
+    seeded permutation."""
     # splatfacto's image placement: accepted, so that splatfacto's command lines run, and said to be ignored (in
     # --help, and at launch where set: training/images/plan.py)
     cache_images: Literal["cpu", "gpu"] = "gpu"
