@@ -120,8 +120,9 @@ def _train_steps(trainer: TrainerLike, stop: StopRequest, device: torch.device) 
                     duration = time.time() - started
                 put_step_times(trainer, step, duration, log_step)
                 save_due = step_check(step, trainer.config.steps_per_save)
-                if (log_step or save_due) and stop.signal_name is None:  # a statvfs: stop while a checkpoint fits
-                    stop.signal_name = outputs.low_disk_reason(trainer)
+                low_disk = outputs.low_disk_reason(trainer) if log_step or save_due else None  # a statvfs
+                if low_disk is not None and stop.signal_name is None:  # stop while a checkpoint still fits
+                    stop.signal_name = low_disk  # only then: a None here lost a SIGTERM handled during the statvfs
                 upstream.update_viewer_state(trainer, step)
                 if log_step:
                     # detached: the same values, without torch's warning about reading a tensor that requires grad

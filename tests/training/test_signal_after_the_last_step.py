@@ -64,3 +64,27 @@ def test_the_final_checkpoint_is_written_once(scene, tmp_path, monkeypatch):
     finally:
         close_writers()
     assert written == [STEPS - 1]
+
+
+def test_a_signal_during_the_disk_check_still_stops_the_run(scene, tmp_path, monkeypatch):
+    """The loop's disk check (a statvfs on logging and saving steps) wrote its answer, None, over the name a
+    SIGTERM handled during it had just set: the run trained on (a CI run of the slow tier caught it)."""
+    calls = []
+
+    def signalled_during_the_check(trainer):
+        calls.append(trainer.step)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None  # room on the disk
+
+    monkeypatch.setattr(loop.outputs, "low_disk_reason", signalled_during_the_check)
+    config = trainer_config(scene, tmp_path, steps=40)
+    config.warmup_steps = 0
+    config.logging.steps_per_log = 1
+    trainer = build_trainer(config)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            trainer.train()
+    finally:
+        close_writers()
+    assert "training stopped by SIGTERM after step 1" in str(stopped.value)
