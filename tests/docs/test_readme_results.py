@@ -127,10 +127,15 @@ def test_the_fastgs_table_is_the_benchmark():
         assert f"{metric.upper()} {shown}" in line, (line, shown)
 
 
-ONE_COMMIT_BENCHMARK = REPO / "benchmarks" / "2026-11-30-h200x2-four-methods-and-start-up-parts"
-ONE_COMMIT = {  # the README's scene -> the report of its methods at one commit
-    "fox": ONE_COMMIT_BENCHMARK / "fox" / "results.json",
-    "plush-dog": ONE_COMMIT_BENCHMARK / "plush-dog" / "results.json",
+ONE_COMMIT = {  # the README's scene -> (the report of its four methods at one commit, that benchmark's folder)
+    "fox": (
+        REPO / "benchmarks" / "2026-11-30-h200x2-four-methods-and-start-up-parts" / "fox" / "results.json",
+        REPO / "benchmarks" / "2026-11-30-h200x2-four-methods-and-start-up-parts",
+    ),
+    "plush-dog": (
+        REPO / "benchmarks" / "2026-12-02-h200-plush-dog-four-methods-at-2f2e202" / "results.json",
+        REPO / "benchmarks" / "2026-12-02-h200-plush-dog-four-methods-at-2f2e202",
+    ),
 }
 ONE_COMMIT_METHODS = {(scene, m): m for scene in ONE_COMMIT for m in METHODS}  # (scene, README row) -> report's
 ONE_COMMIT_HEADING = "At one commit: process wall and GPU busy"
@@ -147,10 +152,11 @@ def _one_commit_rows() -> dict:
 
 
 def test_the_one_commit_table_is_the_benchmarks_timed_runs():
-    results = {scene: json.loads(path.read_text()) for scene, path in ONE_COMMIT.items()}
+    results = {scene: json.loads(path.read_text()) for scene, (path, _) in ONE_COMMIT.items()}
     timed = {(scene, r["method"]): r for scene, report in results.items() for r in report["runs"] if r["timing_valid"]}
-    sources = {r["environment"]["ns-splat-plus-source"] for r in timed.values()}
-    assert len(sources) == 1, f"every run of the table from one source tree: {sources}"
+    for scene in ONE_COMMIT:
+        sources = {run["environment"]["ns-splat-plus-source"] for (s, _), run in timed.items() if s == scene}
+        assert len(sources) == 1, f"{scene}: every run of its rows from one source tree: {sources}"
     rows = _one_commit_rows()
     assert sorted(rows) == sorted(ONE_COMMIT_METHODS), rows
     for (scene, shown), method in ONE_COMMIT_METHODS.items():
@@ -163,8 +169,10 @@ def test_the_one_commit_table_is_the_benchmarks_timed_runs():
         assert cells[3] == f"{run['gpu_busy_ms']:.2f} ms", (cells[3], run["gpu_busy_ms"])
         assert cells[4] == f"{run['num_gaussians'] / 1000:.0f}k", (cells[4], run["num_gaussians"])
         assert cells[5] == f"{run['train_peak_gib']:.2f} GiB", (cells[5], run["train_peak_gib"])
-    commit = (ONE_COMMIT_BENCHMARK / "raw" / "commit.txt").read_text().strip()
-    assert f"(`{commit[:7]}`)" in _subsection(ONE_COMMIT_HEADING), "the subsection names another commit"
+    for scene, (_, folder) in ONE_COMMIT.items():
+        commit = (folder / "raw" / "commit.txt").read_text().strip()
+        named = f"{scene} at `{commit[:7]}`" in _subsection(ONE_COMMIT_HEADING)
+        assert named, f"{scene}: the subsection names another commit"
 
 
 FIVE_RUNS_BENCHMARK = REPO / "benchmarks" / "2026-11-30-h200x2-quality-five-runs"
