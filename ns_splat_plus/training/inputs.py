@@ -81,16 +81,17 @@ def check_resume_options(config) -> None:
     """One thing to resume from: --load-dir and --load-checkpoint together resumed from --load-dir's newest checkpoint
     without a word about the file named. --load-step picks a step of --load-dir's checkpoints: nerfstudio ignores it
     without one, and the run then trained from scratch while its user believed it resumed."""
-    if getattr(config, "load_dir", None) is not None and getattr(config, "load_checkpoint", None) is not None:
+    load_dir, load_step = getattr(config, "load_dir", None), getattr(config, "load_step", None)
+    load_checkpoint = getattr(config, "load_checkpoint", None)
+    if load_dir is not None and load_checkpoint is not None:
         raise UserInputError(
-            f"--load-dir {config.load_dir} and --load-checkpoint {config.load_checkpoint} both name what to resume "
-            "from, and only one is used",
+            f"--load-dir {load_dir} and --load-checkpoint {load_checkpoint} both name what to resume from, and only "
+            "one is used",
             "pass one of them: --load-checkpoint <file>, or --load-dir <run>/nerfstudio_models (--load-step N for "
             "another step than the newest)",
         )
-    load_step = getattr(config, "load_step", None)
-    if load_step is not None and getattr(config, "load_dir", None) is None:
-        if getattr(config, "load_checkpoint", None) is not None:
+    if load_step is not None and load_dir is None:
+        if load_checkpoint is not None:
             raise UserInputError(
                 f"--load-step {load_step} does not apply to --load-checkpoint, which names one checkpoint file",
                 "drop --load-step, or pass --load-dir <run>/nerfstudio_models --load-step N instead of --load-checkpoint",
@@ -100,7 +101,7 @@ def check_resume_options(config) -> None:
             f"pass --load-dir <run>/nerfstudio_models --load-step {load_step} to resume a run",
         )
     # the file to resume from exists: said at launch, not after the whole set-up
-    checkpoint.resolve_checkpoint_path(config.load_dir, load_step, getattr(config, "load_checkpoint", None))
+    checkpoint.resolve_checkpoint_path(load_dir, load_step, load_checkpoint)
 
 
 def check_densify_callbacks(model) -> None:

@@ -52,6 +52,7 @@ from ns_splat_plus import upstream
 from ns_splat_plus.errors import UserInputError, exit_on_user_error, exit_with
 from ns_splat_plus.parallel import collectives, roll_call
 from ns_splat_plus.parallel.config import data_parallel_of
+from ns_splat_plus.parallel.devices import rank_environment
 from ns_splat_plus.training import console, outputs, rank_record, run_plots
 from ns_splat_plus.training.checkpoint import checkpoint_steps
 from ns_splat_plus.training.heap_at_exit import freeze_heap_at_exit
@@ -232,8 +233,8 @@ def _resume_hint(trainer: TrainerLike) -> str:
         command = f"ns-train {method} --load-dir {shlex.quote(str(load_dir))} [the same options]"
     hint = f"resume with: {command}"
     world_size = collectives.get_world_size() if collectives.is_distributed() else 1
-    one_node = os.environ.get("LOCAL_WORLD_SIZE") == str(world_size)
-    if world_size > 1 and "TORCHELASTIC_RUN_ID" in os.environ and one_node:  # torchrun on one node: its line
+    ranks = rank_environment(os.environ)
+    if world_size > 1 and ranks is not None and ranks.launcher == "torchrun" and ranks.num_nodes == 1:  # its line
         hint = (
             f"resume with: torchrun --nproc-per-node {world_size} $(which ns-train) {command.removeprefix('ns-train ')}"
         )

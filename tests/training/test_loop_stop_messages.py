@@ -56,8 +56,8 @@ def test_the_resume_hint_of_several_ranks_says_to_launch_them_as_the_run_was(tmp
         one == f"resume with: ns-train splat-plus --load-dir {shlex.quote(str(trainer.checkpoint_dir))} --data s colmap"
     )
     _ranks(monkeypatch, 2)
-    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun on one node: the command is its line
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("TORCHELASTIC_RUN_ID", "none"), ("LOCAL_WORLD_SIZE", "2")):
+        monkeypatch.setenv(name, value)  # torchrun on one node: the command is its line
     torchrun = loop._resume_hint(trainer)
     assert torchrun == one.replace(
         "resume with: ns-train", "resume with: torchrun --nproc-per-node 2 $(which ns-train)"
