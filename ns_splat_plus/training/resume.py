@@ -184,7 +184,7 @@ def check_training_facts(state: Dict[str, Any], trainer: TrainerLike, path: Opti
                 f"it was written with {option} {saved[key]}, this run has {now[key]}",
                 f"resume with {option} {saved[key]} (the options of the run that wrote it)",
             )
-    if saved.get("data") and now["data"] and saved["data"] != now["data"]:
+    if saved.get("data") and now["data"] and saved["data"] != now["data"] and collectives.is_main_process():
         CONSOLE.print(
             f"[yellow]Resuming {path} (trained on {saved['data']}) on another dataset: {now['data']}.[/yellow]"
         )
@@ -251,7 +251,7 @@ def resume(trainer: TrainerLike, path: Path) -> int:
     trainer.grad_scaler.load_state_dict(state["scalers"])
     if "strategy_state" in state:
         restore_strategy_state(model, state["strategy_state"])
-    else:
+    elif collectives.is_main_process():  # the same file on every rank: said once
         CONSOLE.print(f"[yellow]{path} has no densification statistics: they start from zero.[/yellow]")
     if state.get("strategy_monitor") and hasattr(getattr(model, "strategy", None), "load_monitor_state_dict"):
         model.strategy.load_monitor_state_dict(state["strategy_monitor"], model.device)
@@ -265,6 +265,6 @@ def resume(trainer: TrainerLike, path: Path) -> int:
     elif len(state.get("rng_per_rank") or []) == trainer.world_size:
         # several ranks: the camera order is a function of the step; each rank gets its own RNG streams back
         restore_rng_states(state["rng_per_rank"][collectives.get_rank()])
-    else:
+    elif collectives.is_main_process():
         CONSOLE.print(f"[yellow]{path} holds no per-rank RNG states: ranks > 0 continue with fresh ones.[/yellow]")
     return step

@@ -490,7 +490,8 @@ class SplatPlusTrainer(Trainer):
         if collectives.is_main_process():  # (the file alone: the config's save_config is ns-train's start-up step)
             console.save_config(dataclasses.replace(self.config, load_step=None), announce=False)
         upstream.set_start_step(self, step + 1)  # the loop (loop.py) runs to --max-num-iterations, counted from step 0
-        CONSOLE.print(
-            f"Resumed from {path}: step {step}, {self.pipeline.model.num_points} Gaussians; "
-            f"{self.config.max_num_iterations - upstream.start_step(self)} steps to go"
-        )
+        if collectives.is_main_process():  # every rank loaded the same file (RankMonitor compares them): said once
+            CONSOLE.print(
+                f"Resumed from {path}: step {step}, {self.pipeline.model.num_points} Gaussians; "
+                f"{self.config.max_num_iterations - upstream.start_step(self)} steps to go"
+            )

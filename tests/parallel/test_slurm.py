@@ -205,6 +205,7 @@ def test_stopped_job_saves_a_checkpoint_and_resumes_to_the_end(tmp_path, scene):
     runs = tmp_path / "out" / "scene" / "splat-plus"
     assert f"resuming from {runs / 'long' / 'nerfstudio_models'} into {runs / 'long-1'}" in out2
     assert f"job {second}: requeued" in out2
+    assert out2.count("Resumed from ") == 2, out2[-5000:]  # one line per resumed job, not one per rank
     assert "other model options" not in out2  # the same options, each scaled for 2 ranks alike
     assert f"restart 1): resuming from {runs / 'long-1' / 'nerfstudio_models'} into {runs / 'long-2'}" in out2
     saved = {
