@@ -430,8 +430,10 @@ def write_checkpoint(state: Dict[str, Any], checkpoint_dir: Path, step: int) -> 
             os.fsync(f.fileno())  # the bytes on disk before the rename makes them the checkpoint
         tmp_path.replace(path)
         fsync_directory(path.parent)  # and the rename itself (a crash now keeps the new name)
-    except (OSError, RuntimeError) as err:
+    except BaseException as err:  # a second Ctrl-C too (SystemExit): no half-written file left behind
         tmp_path.unlink(missing_ok=True)
+        if not isinstance(err, (OSError, RuntimeError)):
+            raise
         reason = getattr(err, "strerror", None) or str(err).strip().splitlines()[0]
         full = getattr(err, "errno", None) == errno.ENOSPC or "No space left" in str(err)
         earlier = [s for s in checkpoint_steps(path.parent) if s != step] if path.parent.is_dir() else []

@@ -85,7 +85,7 @@ def train_loop(trainer: TrainerLike) -> None:
         upstream.init_viewer_state(trainer, pictures)
     rank_record.mark_startup(trainer, "loop_ready")
     freeze_heap_at_exit()  # the process's exit after the run: about 1.5 s less of finalization
-    stop = StopRequest()
+    stop = StopRequest(saved_so_far=lambda: _saved_so_far(trainer))
     stop.install()
     device = torch.device(trainer.device)
     try:
@@ -193,6 +193,15 @@ def _announce_stop(trainer: TrainerLike, step: int) -> None:
             f"after step {step}{ranks}; checkpoint: {path}",
             soft_wrap=True,
         )
+
+
+def _saved_so_far(trainer: TrainerLike) -> str:
+    """What a run that exits at once leaves: its newest checkpoint and how to resume from it, or that it has none
+    (a checkpoint being written then is not one: its temporary file is removed)."""
+    steps = checkpoint_steps(trainer.checkpoint_dir) if trainer.checkpoint_dir.is_dir() else []
+    if not steps:
+        return "this run saved no checkpoint"
+    return f"its newest checkpoint: {trainer.checkpoint_dir / f'step-{steps[-1]:09d}.ckpt'}; {_resume_hint(trainer)}"
 
 
 def _finished_before_signal(trainer: TrainerLike, reason: str) -> None:

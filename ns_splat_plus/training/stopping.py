@@ -26,7 +26,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -52,8 +52,11 @@ class StopRequest:
     """SIGINT / SIGTERM handlers that ask the loop to stop at the next step boundary, and the agreement
     of every rank on a stop or a pause (:meth:`agreed`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, saved_so_far: Optional[Callable[[], str]] = None) -> None:
+        """``saved_so_far``: what a second Ctrl-C leaves on disk, in words (the newest checkpoint and how to
+        resume from it): the first Ctrl-C's checkpoint may be written by then."""
         self.signal_name: Optional[str] = None
+        self.saved_so_far = saved_so_far
         self._previous: dict = {}
 
     def install(self) -> None:
@@ -75,7 +78,10 @@ class StopRequest:
     def _handle(self, signum, frame) -> None:
         name = signal.Signals(signum).name
         if self.signal_name is not None and signum == signal.SIGINT:
-            raise SystemExit(f"splat-plus: {name} again: exiting without saving a checkpoint")
+            if not collectives.is_main_process():  # one message per run: rank 0's
+                raise SystemExit(1)
+            saved = self.saved_so_far() if self.saved_so_far is not None else "no checkpoint saved for this stop"
+            raise SystemExit(f"splat-plus: {name} again: exiting at once; {saved}")
         self.signal_name = name
         # said at once: an evaluation of all images can hold the step boundary for minutes; on several
         # ranks by rank 0 only (torchrun and srun signal every rank)

@@ -101,3 +101,46 @@ def test_a_resume_on_other_ranks_names_a_launcher_that_can_start_them():
     )
     assert _launch_on(1, "cpu") == "ns-train, without torchrun"
     assert _launch_on(1, "cuda") == "ns-train --machine.num-devices 1"
+
+
+def test_a_second_ctrl_c_names_the_checkpoint_on_disk_and_how_to_resume(tmp_path, monkeypatch):
+    """The first Ctrl-C's checkpoint may be written when the second comes (a fresh-eyes trial: 'exiting without
+    saving a checkpoint', and step-61.ckpt was there): the exit names the newest checkpoint, or that there is none."""
+    import signal
+
+    from ns_splat_plus.training.stopping import StopRequest
+
+    trainer = _trainer(tmp_path)
+    _ranks(monkeypatch, 1, rank=0)
+    monkeypatch.setattr(loop.sys, "argv", ["ns-train", "splat-plus", "--data", "s", "colmap"])
+    stop = StopRequest(saved_so_far=lambda: loop._saved_so_far(trainer))
+    stop._handle(signal.SIGINT, None)  # the first: stop after this step
+    with pytest.raises(SystemExit) as none_yet:
+        stop._handle(signal.SIGINT, None)
+    assert str(none_yet.value.code) == "splat-plus: SIGINT again: exiting at once; this run saved no checkpoint"
+    trainer.checkpoint_dir.mkdir()
+    for step in (40, 61):
+        (trainer.checkpoint_dir / f"step-{step:09d}.ckpt").write_bytes(b"")
+    with pytest.raises(SystemExit) as saved:
+        stop._handle(signal.SIGINT, None)
+    newest = trainer.checkpoint_dir / "step-000000061.ckpt"
+    assert str(saved.value.code) == (
+        f"splat-plus: SIGINT again: exiting at once; its newest checkpoint: {newest}; {loop._resume_hint(trainer)}"
+    )
+    monkeypatch.setattr(collectives, "is_main_process", lambda: False)  # rank 1 of 2: rank 0 says it
+    with pytest.raises(SystemExit) as other_rank:
+        stop._handle(signal.SIGINT, None)
+    assert other_rank.value.code == 1
+
+
+def test_a_checkpoint_interrupted_while_written_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from ns_splat_plus.training import checkpoint
+
+    def interrupted(state, f):
+        f.write(b"half")
+        raise SystemExit("splat-plus: SIGINT again")
+
+    monkeypatch.setattr(checkpoint.torch, "save", interrupted)
+    with pytest.raises(SystemExit):
+        checkpoint.write_checkpoint({"step": 7}, tmp_path / "nerfstudio_models", 7)
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
