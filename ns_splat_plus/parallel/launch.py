@@ -216,6 +216,13 @@ def build_gsplat_once(plan: DevicePlan) -> None:
         build()
 
 
+def launch_rank() -> int:
+    """This process's global rank before it joins the process group: torchrun's or srun's, else 0. An option
+    refused at launch is then said by rank 0 alone; every rank read the same command line."""
+    ranks = devices.rank_environment(os.environ)
+    return 0 if ranks is None else ranks.rank
+
+
 def prepare_launch(config) -> DevicePlan:
     """Everything that must happen before ranks start; idempotent. ``config``: SplatPlusTrainerConfig.
 

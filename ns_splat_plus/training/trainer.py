@@ -32,7 +32,7 @@ from ns_splat_plus.parallel import (
     collectives,
     roll_call,
 )
-from ns_splat_plus.parallel.launch import prepare_launch, setup_process
+from ns_splat_plus.parallel.launch import launch_rank, prepare_launch, setup_process
 from ns_splat_plus.training import (
     checkpoint,
     console,
@@ -111,7 +111,7 @@ class SplatPlusTrainerConfig(TrainerConfig):
         # place to check versions and options, resolve devices, join torchrun/srun's process group,
         # build gsplat once and scale the schedule, before any rank starts. Every rank then uses
         # rank 0's run directory, which rank 0 creates exclusively (no run overwrites another's).
-        with exit_on_user_error():
+        with exit_on_user_error(launch_rank()):
             upstream.check_versions()
             inputs.check_options(self)
         # images/ + sparse/0/ at the top of --data (COLMAP's, 3DGS's layout): before config.yml is written
@@ -121,7 +121,7 @@ class SplatPlusTrainerConfig(TrainerConfig):
             model.init_seed = self.machine.seed  # the same on every rank, unlike nerfstudio's seed + rank
         loaded = run_dir.loaded_from_config_file(sys.argv)
         if loaded:  # nerfstudio replaced the parsed config with the file's: its method, whatever was asked
-            with exit_on_user_error():
+            with exit_on_user_error(launch_rank()):
                 saved_config.check_loaded_method(self, sys.argv)
         recipe = strategy.apply_mcmc_recipe(  # before prepare_launch scales stop_split_at
             model,
@@ -130,7 +130,7 @@ class SplatPlusTrainerConfig(TrainerConfig):
             else strategy.options_given(sys.argv, "pipeline.model", strategy.MCMC_RECIPE),
         )
         if not loaded:  # a saved config's options are the file's, not typed
-            with exit_on_user_error():  # one strategy's options typed for another
+            with exit_on_user_error(launch_rank()):  # one strategy's options typed for another
                 owned = [f.name for f in dataclasses.fields(model) if strategy.owning_strategy(f.name) is not None]
                 inputs.check_strategy_options(model, strategy.options_given(sys.argv, "pipeline.model", owned))
         prepare_launch(self)

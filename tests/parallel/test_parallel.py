@@ -658,3 +658,15 @@ def test_node_local_groups_follow_the_placement_not_rank_blocks():
 
 # One viewer on global rank 0 of two torchrun "nodes" (nerfstudio would start one on local rank 0 of each):
 # tests/parallel/test_multinode.py::test_two_simulated_nodes_match_one_node[splat-plus-1] (2 nodes x 2 processes).
+
+
+@pytest.mark.slow
+def test_an_option_refused_at_launch_under_torchrun_is_said_once(tmp_path):
+    """Each rank reads the command line before the ranks know each other: rank 0 alone says what is wrong (a
+    fresh-eyes trial saw the line once per rank). torchrun then prints its own summary of the failed workers."""
+    scene = make_scene(tmp_path / "scene", SceneSpec(n_views=4, width=16, height=12, focal=14.0, n_points=50))
+    proc = clirun.run(torchrun_cmd(2, ns_train_cmd(scene, tmp_path, "zero", 0)), timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output[-3000:]
+    assert output.count("--max-num-iterations must be at least 1, got 0") == 1, output[-3000:]
+    assert not (tmp_path / "zero").exists()  # refused before any run folder
