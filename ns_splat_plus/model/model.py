@@ -107,7 +107,7 @@ class SplatPlusModelConfig(StrategyModelOptions, SplatfactoModelConfig):
     """SSIM of the training loss. auto: on CUDA, rahul-goel/fused-ssim where it is installed, else fused Triton
     kernels (five kernels instead of pytorch_msssim's convolutions, their backward and its elementwise kernels);
     both the same function, not bitwise (float32 sums in another order); pytorch_msssim where neither imports
-    and on the CPU. fused-ssim / triton: that one, an error where it does not import. pytorch-msssim:
+    and on the CPU. fused-ssim / triton: that one, on CUDA; an error where it does not import and on the CPU. pytorch-msssim:
     splatfacto's. Evaluation metrics always use pytorch_msssim, as splatfacto's."""
     fused_loss: bool = False
     """Fold splatfacto's background composite and L1 term into the fused SSIM kernels (one loss, about twenty
@@ -226,7 +226,8 @@ class SplatPlusModel(SplatfactoModel):
         check_cap = getattr(self.strategy, "check_cap", None)  # the efficient strategy's cap (refused), MCMC's (said)
         if check_cap is not None:
             check_cap(self.strategy_state, self.num_points)  # training only, not ns-eval / ns-viewer
-        self.loss_ssim.check_available()  # a kernel named by --pipeline.model.ssim-kernel: training only, as above
+        # a kernel named by --pipeline.model.ssim-kernel: training only, as above
+        self.loss_ssim.check_available(torch.device(self.kwargs.get("device", "cpu")))
         return super().get_training_callbacks(training_callback_attributes)
 
     def set_cameras_per_step(self, cameras_per_step: int) -> None:

@@ -161,9 +161,9 @@ class TrainingSSIM(torch.nn.Module):
         """Set by the CUDA-graph step (``--cuda-graph``): every call then runs kernels that a graph records, the
         Triton ones in place of fused-ssim, eager steps too, so that the recording's kernels ran before it."""
 
-    def check_available(self) -> None:
+    def check_available(self, device: Optional[torch.device] = None) -> None:
         """Refuse (:class:`~ns_splat_plus.errors.UserInputError`, before training) a kernel asked for by name
-        that does not import here."""
+        that does not import here, or that would not run on ``device`` (the CPU: it ran pytorch_msssim silently)."""
         from ns_splat_plus.errors import UserInputError
 
         if self.kernel == "triton" and not triton_available():
@@ -177,6 +177,13 @@ class TrainingSSIM(torch.nn.Module):
                 "import here",
                 "pip install git+https://github.com/rahul-goel/fused-ssim (it needs nvcc), or pass "
                 "--pipeline.model.ssim-kernel auto",
+            )
+        interpreted = self.kernel == "triton" and triton_interpreting()  # the tests' Triton interpreter runs anywhere
+        if device is not None and device.type != "cuda" and self.kernel in ("fused-ssim", "triton") and not interpreted:
+            raise UserInputError(
+                f"--pipeline.model.ssim-kernel {self.kernel} runs on CUDA GPUs only, and this run trains on "
+                f"{device.type}, where the loss's SSIM is pytorch_msssim",
+                "pass --pipeline.model.ssim-kernel auto (or pytorch-msssim), or train on a CUDA GPU",
             )
 
     def backend(self, device: torch.device) -> Literal["fused-ssim", "triton", "pytorch-msssim"]:

@@ -142,3 +142,17 @@ def test_an_ssim_kernel_named_but_missing_is_refused_before_training(scene, tmp_
     evaluated = ns_eval(config_yml, tmp_path / "metrics.json", env=env)
     assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
     assert (tmp_path / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+def test_an_ssim_kernel_named_on_the_cpu_is_refused_before_training(scene, tmp_path):
+    """--pipeline.model.ssim-kernel triton on the CPU trained with pytorch_msssim, silently, while config.yml said
+    triton (a fresh-eyes trial): one message, exit 2, no run folder left."""
+    env = {k: v for k, v in cli_env().items() if k != "TRITON_INTERPRET"}  # compiled Triton: what a user runs
+    cmd = ns_train_cmd(scene, tmp_path / "out", "ssim", 5, "--pipeline.model.ssim-kernel", "triton")
+    needle = "--pipeline.model.ssim-kernel triton runs on CUDA GPUs only, and this run trains on cpu"
+    output = assert_one_message(
+        run(cmd, env=env), needle, "What to do: pass --pipeline.model.ssim-kernel auto", status=2
+    )
+    assert output.count(needle) == 1, output
+    assert not (tmp_path / "out" / "ssim" / "splat-plus" / "run").exists()

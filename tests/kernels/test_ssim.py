@@ -197,6 +197,24 @@ def test_auto_prefers_fused_ssim_where_installed_and_triton_else(monkeypatch):
     assert auto.backend(cuda) == "fused-ssim"
 
 
+def test_a_kernel_named_for_the_cpu_is_refused_not_replaced_silently(monkeypatch):
+    """A fresh-eyes trial: --pipeline.model.ssim-kernel triton on the CPU trained with pytorch_msssim, without a
+    word, and config.yml said triton. Named kernels run on CUDA only (the Triton interpreter aside: the tests')."""
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(ssim_module, "triton_available", lambda: True)
+    monkeypatch.setattr(ssim_module, "fused_ssim_library", _fake_fused_ssim_library)
+    monkeypatch.setattr(ssim_module, "triton_interpreting", lambda: False)
+    for kernel in ("triton", "fused-ssim"):
+        with pytest.raises(UserInputError, match=f"ssim-kernel {kernel} runs on CUDA GPUs only") as info:
+            TrainingSSIM(kernel).check_available(cpu)
+        assert "pass --pipeline.model.ssim-kernel auto" in str(info.value)
+        TrainingSSIM(kernel).check_available(torch.device("cuda"))  # where it runs: accepted
+    for kernel in ("auto", "pytorch-msssim"):
+        TrainingSSIM(kernel).check_available(cpu)
+    monkeypatch.setattr(ssim_module, "triton_interpreting", lambda: True)
+    TrainingSSIM("triton").check_available(cpu)  # interpreted on the CPU: it runs
+
+
 def test_inside_a_cuda_graph_recording_triton_runs_in_place_of_fused_ssim(monkeypatch):
     """The choice alone: where fused-ssim would run, a CUDA-graph recording gets the Triton kernels (fused-ssim
     launches on the legacy default stream, which the recording does not capture), or pytorch_msssim without Triton;
