@@ -88,8 +88,9 @@ class SplatPlusTrainerConfig(TrainerConfig):
     work per step, for runs whose step the host sets (splat-plus-lite: 3.2 against 5.0 ms per step on plush-dog).
     One process, one camera per step, no camera optimizer, bilateral grid, masks or mixed precision; elsewhere the
     step runs eagerly and start-up says why. On for splat-plus-lite (its PSNR over 8 runs against 8 with the eager
-    step: benchmarks/2026-11-29-h200x2-cuda-graph-lite-default/), off for the others: splat-plus with it lost
-    0.78 +- 0.70 dB of PSNR over 5 runs against 5 (benchmarks/2026-11-30-h200x2-splat-plus-cuda-graph-quality/).
+    step: benchmarks/2026-11-29-h200x2-cuda-graph-lite-default/), off for the others: splat-plus with it had
+    0.32 +- 0.87 dB less PSNR over 5 runs against 5, where its rule asked for at most 0.1
+    (benchmarks/2026-12-02-h200-splat-plus-cuda-graph-quality-at-b38290e/).
     The first replay of each recording is checked against the eager render; where they differ, or where CUDA
     refuses a recording, the run steps eagerly from there, with one line saying so."""
     print_config: bool = False
