@@ -208,15 +208,23 @@ def main(argv: Optional[List[str]] = None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     args = scene_arguments(parser).parse_args(argv)
-    out: Path = args.out_dir
+    problem = clear_target(args.out_dir)
+    if problem is not None:
+        parser.error(problem)
+    write_from_arguments(args)
+
+
+def clear_target(out: Path) -> Optional[str]:
+    """Ready ``out`` for a scene: a new or empty folder, or a demo scene whose photos are removed (another --views
+    would leave stale photos beside the new model). Else why not (nothing touched): a file, or another scene."""
     if out.exists() and not out.is_dir():
-        parser.error(f"{out} is a file: pass the folder to write the scene to")
+        return f"{out} is a file: pass the folder to write the scene to"
     if out.is_dir() and any(out.iterdir()):
         if not is_demo_scene(out):  # a real scene's colmap/ and images/ would be overwritten
-            parser.error(f"{out} is not empty and holds no demo scene: pass a new or empty folder")
-        for old in (out / "images").glob("frame_*.png"):  # another --views would leave stale photos beside the model
+            return f"{out} is not empty and holds no demo scene: pass a new or empty folder"
+        for old in (out / "images").glob("frame_*.png"):
             old.unlink()
-    write_from_arguments(args)
+    return None
 
 
 def is_demo_scene(folder: Path) -> bool:

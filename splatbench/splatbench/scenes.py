@@ -31,7 +31,7 @@ from PIL import Image
 
 # the demo scene and the torch reference rasterizer only: imported directly (not through
 # splatbench.runtime, which loads the whole training stack) because every test imports this module
-from ns_splat_plus.demo import SceneSpec, camera_poses, make_scene, scene_arguments, write_from_arguments
+from ns_splat_plus.demo import SceneSpec, camera_poses, clear_target, make_scene, scene_arguments, write_from_arguments
 from ns_splat_plus.demo import look_at_w2c as _look_at_w2c
 from ns_splat_plus.demo import rotmat_to_qvec as _rotmat_to_qvec
 from ns_splat_plus.raster.reference import reference_rasterization
@@ -203,4 +203,7 @@ def main() -> None:
             writers=args.writers,
         )  # fmt: skip
         return
+    problem = clear_target(args.out_dir)  # the demo's rule: no stale photos of an earlier scene left beside the model
+    if problem is not None:
+        parser.error(problem)
     write_from_arguments(args)

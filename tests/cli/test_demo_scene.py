@@ -90,3 +90,24 @@ def test_the_demo_writes_only_into_a_new_empty_or_demo_folder(tmp_path: Path, ca
             demo.main([str(target), *small])
         assert stopped.value.code == 2 and needle in capsys.readouterr().err
     assert (real / "colmap" / "keep.txt").read_text() == "a real scene" and not (real / "images").exists()
+
+
+def test_the_scene_script_writes_only_into_a_new_empty_or_demo_folder(tmp_path: Path, monkeypatch, capsys):
+    """scripts/make_synthetic_scene.py run again into its folder with fewer views left the earlier photos beside the
+    new model (a fresh-eyes trial); it now keeps the demo's rule."""
+    from splatbench import scenes
+
+    small = ["--width", "16", "--height", "12"]
+    out = tmp_path / "scene"
+    for views in ("6", "3"):
+        monkeypatch.setattr("sys.argv", ["make_synthetic_scene.py", str(out), "--views", views, *small])
+        scenes.main()
+    assert sorted(p.name for p in (out / "images").iterdir()) == [f"frame_{i:04d}.png" for i in range(3)]
+    real = tmp_path / "real"
+    (real / "images").mkdir(parents=True)
+    (real / "images" / "mine.jpg").write_bytes(b"a photo")
+    monkeypatch.setattr("sys.argv", ["make_synthetic_scene.py", str(real), *small])
+    with pytest.raises(SystemExit) as stopped:
+        scenes.main()
+    assert stopped.value.code == 2 and "is not empty and holds no demo scene" in capsys.readouterr().err
+    assert [p.name for p in real.rglob("*") if p.is_file()] == ["mine.jpg"]
