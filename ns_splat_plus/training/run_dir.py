@@ -10,6 +10,7 @@ timestamp, adds ``-1``, ``-2``... until it gets a directory of its own.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Dict
 
@@ -99,6 +100,8 @@ def discard_if_unused(run_dir: Path, also: tuple = ()) -> None:
             else:
                 entry.unlink()
         run_dir.rmdir()
+        # the start-up lines named it ("Config: <run>/config.yml", "Saving checkpoints to"): say it is gone
+        sys.stderr.write(f"splat-plus: nothing was trained, so the run folder {run_dir} was removed\n")
         parents = run_dir.absolute().parents  # <method>, <experiment>, ..., --output-dir, ...
         made = _made_by_claim.pop(run_dir.absolute(), None)
         remove_empty_folders(parents[0], up_to=made if made is not None and made in parents[2:] else parents[1])

@@ -47,6 +47,22 @@ def test_a_startup_error_keeps_an_output_dir_that_was_there_before(tmp_path, mon
     assert (tmp_path / "out").is_dir()
 
 
+def test_a_removed_run_folder_is_said_to_be_removed(tmp_path, capsys):
+    """The start-up lines named the run folder (Config: <run>/config.yml, Saving checkpoints to ...): a start-up
+    error that then removes it says so (a fresh-eyes trial found the named folder missing), a kept one says nothing."""
+    from ns_splat_plus.training import run_dir
+
+    runs = {name: tmp_path / "out" / name / "splat-plus" / "t" for name in ("kept", "removed")}
+    for name, files in (("kept", ("config.yml", "step-1.ckpt")), ("removed", ("config.yml",))):
+        runs[name].mkdir(parents=True)
+        for file in files:
+            (runs[name] / file).write_text("x")
+        run_dir.discard_if_unused(runs[name])
+    err = capsys.readouterr().err
+    assert err == f"splat-plus: nothing was trained, so the run folder {runs['removed']} was removed\n"
+    assert runs["kept"].is_dir() and not runs["removed"].exists()
+
+
 def test_the_rank_records_of_a_run_stopped_before_its_first_step_count_as_unused(tmp_path):
     """Several ranks write ranks/*.json at start-up: a run stopped before its first step (SIGTERM in warmup, a
     full disk) kept its directory "(it holds other files)", those files being its own (a fresh-eyes trial)."""
