@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional, Sequence
 
+from ns_splat_plus.parallel import schedule
 from ns_splat_plus.upstream import TrainerLike
 
 
@@ -98,7 +99,7 @@ def notes_for_trainer(trainer: TrainerLike) -> List[str]:
     strategy = getattr(model, "strategy", None)
     refines_at = getattr(strategy, "refines_at", None)
     late_prune_steps = getattr(strategy, "late_prune_steps", None)  # the efficient strategy's
-    return short_run_notes(
+    notes = short_run_notes(
         refines_at,
         upstream.start_step(trainer),
         trainer.config.max_num_iterations,
@@ -107,3 +108,8 @@ def notes_for_trainer(trainer: TrainerLike) -> List[str]:
         refine_horizon=max(1, int(getattr(config, "stop_split_at", 0) or 0)),
         late_prune_steps=late_prune_steps() if late_prune_steps is not None else (),
     )
+    steps = schedule.describe_max_num_iterations(trainer.config)
+    if notes and not steps.startswith("--max-num-iterations"):  # a scaled schedule: lite's 1/3, several ranks
+        # the steps named are the run's; the options are typed in splatfacto's units (a fresh-eyes trial)
+        notes.append(f"Short run: the steps above count {steps}; the options named scale by the same factor")
+    return notes

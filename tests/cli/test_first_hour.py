@@ -90,9 +90,14 @@ def test_short_run_says_it_does_not_densify_or_reach_full_resolution(scene, tmp_
     proc = run(short_run_command(scene, tmp_path, method="splat-plus-lite", steps=6))
     assert_ok(proc)
     lines = short_run_lines(proc.stdout)
-    assert len(lines) == 2, proc.stdout[-3000:]
+    assert len(lines) == 3, proc.stdout[-3000:]
     assert lines[0].startswith("Short run: the first refine would be at step 200, after the last step 1: "), lines
     assert lines[1].startswith("Short run: the resolution schedule ends at step 4000, after the last step 1: "), lines
+    # those are the run's steps, a third of the typed ones (a fresh-eyes trial read them as the options' units)
+    assert lines[2] == (
+        "Short run: the steps above count the run's 2 steps (--max-num-iterations x 1/3: --steps-scaler 0.333); "
+        "the options named scale by the same factor"
+    ), lines
 
 
 def test_the_suggested_colmap_command_pastes_as_printed_where_paths_have_spaces(tmp_path):
