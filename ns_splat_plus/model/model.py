@@ -107,8 +107,8 @@ class SplatPlusModelConfig(StrategyModelOptions, SplatfactoModelConfig):
     """SSIM of the training loss. auto: on CUDA, rahul-goel/fused-ssim where it is installed, else fused Triton
     kernels (five kernels instead of pytorch_msssim's convolutions, their backward and its elementwise kernels);
     both the same function, not bitwise (float32 sums in another order); pytorch_msssim where neither imports
-    and on the CPU. fused-ssim / triton: that one, on CUDA; an error where it does not import and on the CPU. pytorch-msssim:
-    splatfacto's. Evaluation metrics always use pytorch_msssim, as splatfacto's."""
+    and on the CPU. fused-ssim / triton: that one, on CUDA; an error where it does not import and on the CPU.
+    pytorch-msssim: splatfacto's. Evaluation metrics always use pytorch_msssim, as splatfacto's."""
     fused_loss: bool = False
     """Fold splatfacto's background composite and L1 term into the fused SSIM kernels (one loss, about twenty
     fewer elementwise kernels and launches per step; the same function to 1e-7 in float64 tests). On in

@@ -39,7 +39,8 @@ import os
 import shlex
 import sys
 import time
-from typing import cast
+from pathlib import Path
+from typing import Optional, cast
 
 import torch
 from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager
@@ -195,13 +196,21 @@ def _announce_stop(trainer: TrainerLike, step: int) -> None:
         )
 
 
+def _newest_checkpoint(trainer: TrainerLike) -> Optional[Path]:
+    """This run's newest checkpoint file on disk, None before its first save."""
+    steps = checkpoint_steps(trainer.checkpoint_dir) if trainer.checkpoint_dir.is_dir() else []
+    return trainer.checkpoint_dir / f"step-{steps[-1]:09d}.ckpt" if steps else None
+
+
 def _saved_so_far(trainer: TrainerLike) -> str:
     """What a run that exits at once leaves: its newest checkpoint and how to resume from it, or that it has none
     (a checkpoint being written then is not one: its temporary file is removed)."""
-    steps = checkpoint_steps(trainer.checkpoint_dir) if trainer.checkpoint_dir.is_dir() else []
-    if not steps:
-        return "this run saved no checkpoint"
-    return f"its newest checkpoint: {trainer.checkpoint_dir / f'step-{steps[-1]:09d}.ckpt'}; {_resume_hint(trainer)}"
+    newest = _newest_checkpoint(trainer)
+    return (
+        "this run saved no checkpoint"
+        if newest is None
+        else f"its newest checkpoint: {newest}; {_resume_hint(trainer)}"
+    )
 
 
 def _finished_before_signal(trainer: TrainerLike, reason: str) -> None:
@@ -262,9 +271,9 @@ def _stop_on_unreadable_photo(trainer: TrainerLike, step: int, err: PhotoReadErr
     again = _resume_hint(trainer)
     if collectives.is_distributed():
         saved = f"on rank {collectives.get_rank()}: no checkpoint was written (the other ranks wait for this one)"
-        steps = checkpoint_steps(trainer.checkpoint_dir) if trainer.checkpoint_dir.is_dir() else []
-        if steps:
-            saved += f"; the newest is {trainer.checkpoint_dir / f'step-{steps[-1]:09d}.ckpt'}"
+        newest = _newest_checkpoint(trainer)
+        if newest is not None:
+            saved += f"; the newest is {newest}"
         else:  # it named a folder that no save had made yet, and a --load-dir of it
             saved, again = saved + "; this run has none yet", "run the same command again"
     elif step > upstream.start_step(trainer):
