@@ -12,6 +12,9 @@ of the render's size, CUDA or Triton's interpreter, sizes the kernels take) and 
 everywhere else. tests/kernels/test_photometric_loss.py runs both on the same inputs, so that an edit to the
 reference that the kernels do not follow fails there.
 
+In an eager step on CUDA the reference runs from CUDA graphs where it can (:mod:`.loss_graphs`,
+``--pipeline.model.loss-cuda-graph``): the same kernels, bitwise the same loss and gradients, less host time.
+
 The fused path is on in splat-plus-lite (5 runs against 5 on plush-dog at one commit: no loss of PSNR
 or SSIM, a shorter step; benchmarks/2026-11-29-h200-plush-dog-four-methods-and-fused-lite/) and off
 elsewhere (docs/speed-and-memory.md).
@@ -19,11 +22,12 @@ elsewhere (docs/speed-and-memory.md).
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 import torch
 
 from ns_splat_plus.model.fused_loss import fused_loss_applies, fused_photometric_loss
+from ns_splat_plus.model.images import TrainingOutputs
 from ns_splat_plus.model.ssim import TrainingSSIM
 
 
@@ -34,6 +38,7 @@ def photometric_loss(
     ssim_lambda: float,
     mask: Optional[torch.Tensor] = None,
     fused: bool = False,
+    graphs: Optional[Callable[..., Optional[torch.Tensor]]] = None,
 ) -> torch.Tensor:
     """splatfacto's main loss of one training step (the mean of the B cameras' losses).
 
@@ -49,6 +54,9 @@ def photometric_loss(
         ssim_lambda: the weight of the SSIM term (splatfacto's ``ssim_lambda``).
         mask: [B, H, W, 1] or [H, W, 1], or None.
         fused: try the fused kernels (--pipeline.model.fused-loss); the reference runs where they do not apply.
+        graphs: the reference's CUDA graphs (:class:`~ns_splat_plus.model.loss_graphs.LossGraphs`,
+            --pipeline.model.loss-cuda-graph), tried where the fused kernels do not run; each returns None where it
+            does not apply.
 
     Returns:
         [] float32, differentiable in the render.
@@ -58,6 +66,12 @@ def photometric_loss(
         gt_batch = gt if gt.dim() == 4 else gt[None]
         if fused_loss_applies(ssim, colors, alphas, background, gt_batch):
             return fused_photometric_loss(colors, alphas, background, gt_batch, ssim_lambda)
+    if graphs is not None and mask is None and isinstance(outputs, TrainingOutputs):
+        replayed = graphs(
+            outputs["render_colors"], outputs["render_alphas"], outputs["background"], gt, outputs.batched
+        )
+        if replayed is not None:
+            return replayed
     return reference_photometric_loss(outputs["rgb"], gt, ssim, ssim_lambda, mask)
 
 

@@ -42,7 +42,8 @@ from ns_splat_plus import upstream
 from ns_splat_plus.model import init
 from ns_splat_plus.model.cameras import camera_intrinsics, view_matrices, world_to_camera
 from ns_splat_plus.model.images import TrainingOutputs, composite, resize_images, strip_rows
-from ns_splat_plus.model.loss import photometric_loss
+from ns_splat_plus.model.loss import photometric_loss, reference_photometric_loss
+from ns_splat_plus.model.loss_graphs import LossGraphs
 from ns_splat_plus.model.metrics import image_metrics, psnr_on_device
 from ns_splat_plus.model.options import StrategyModelOptions, valid
 from ns_splat_plus.model.ssim import SsimKernel, TrainingSSIM
@@ -114,6 +115,10 @@ class SplatPlusModelConfig(StrategyModelOptions, SplatfactoModelConfig):
     fewer elementwise kernels and launches per step; the same function to 1e-7 in float64 tests). On in
     splat-plus-lite, where 5 runs against 5 at one commit showed no loss and a shorter step (method.py's
     LITE_FUSED_LOSS); off in the other methods, which have no such comparison (docs/speed-and-memory.md)."""
+    loss_cuda_graph: bool = True
+    """In a step that runs eagerly on a CUDA GPU, replay the loss (composite, L1, SSIM; forward and backward) from
+    a CUDA graph recorded once per image size: the same kernels, bitwise the same loss and gradients, about twenty
+    fewer launches from the host per step. False: the loss's operators are launched one by one (model/loss_graphs.py)."""
     eval_max_pixels: Optional[int] = None
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
     many pixels (same pixels, less memory). None: the largest training render of this process, so that
@@ -158,6 +163,11 @@ class SplatPlusModel(SplatfactoModel):
         # (upstream.import_torchmetrics: 9.0 s on the GPU machine with it)
         self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)  # evaluation metrics, as splatfacto's
         self.loss_ssim = TrainingSSIM(self.config.ssim_kernel)  # the trainer says which (loss_ssim_note)
+        self.loss_graphs = (
+            LossGraphs(self.loss_ssim, self.config.ssim_lambda, reference_photometric_loss)
+            if self.config.loss_cuda_graph
+            else None
+        )
         self.step = 0
         self.crop_box = None
         if self.config.background_color == "random":
@@ -416,6 +426,7 @@ class SplatPlusModel(SplatfactoModel):
             self.config.ssim_lambda,
             mask=mask,
             fused=self.config.fused_loss,
+            graphs=self.loss_graphs,
         )
 
     def _loss_gt(self, outputs, batch) -> torch.Tensor:

@@ -1,0 +1,144 @@
+"""The photometric loss of an eager CUDA step replayed from CUDA graphs: :class:`LossGraphs`.
+
+Why: in an eager training step the loss (the background composite, the uint8 conversion, L1, the SSIM's
+kernels, the weighting) is some twenty operators forward and as many backward, each a Python dispatch and
+a kernel launch. splat-plus's eager step is set by the host, not the GPU (about 5 ms of host work per
+step against 3.9 ms of GPU work on plush-dog, 1.0 ms of it in the loss's forward alone:
+benchmarks/2026-12-02-h200-splat-plus-graph-against-eager-divergence-and-host-sections/). The loss's
+shapes depend only on the image size, and its kernels read nothing back to the host and add with no
+atomics, so ``torch.cuda.make_graphed_callables`` records its forward and backward once per image size
+and replays them: the same kernels on the same inputs, so the same loss and gradients, bit for bit
+(tests/model/test_loss_graphs.py compares them on the GPU).
+
+Where a graph is not used (the loss runs as before, operator by operator): the CPU; no gradient; a mask,
+the bilateral grid or the fused loss (other paths of :func:`~ns_splat_plus.model.loss.photometric_loss`);
+autocast; fused-ssim as the SSIM (it launches on CUDA's legacy stream, which a graph does not record); a
+recording of its own in progress (``--cuda-graph``'s whole step records the loss with it). A dataset of
+many image sizes stops recording after :data:`MAX_RECORDINGS` recordings; the recorded graphs of at
+most :data:`MAX_GRAPHS` sizes are kept (the least recently used goes first), each holding its
+intermediate images in its own memory pool.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Callable, Hashable, Optional, Tuple, cast
+
+import torch
+
+from ns_splat_plus.model.images import composite
+from ns_splat_plus.model.ssim import TrainingSSIM
+
+MAX_GRAPHS = 4
+"""Image sizes whose graphs are kept: the resolution schedule's three, plus one."""
+MAX_RECORDINGS = 16
+"""Recordings in one run before the loss runs eagerly for good (a dataset of many image sizes)."""
+
+
+class LossGraphs:
+    """splatfacto's photometric loss of the training composite, replayed from CUDA graphs.
+
+    Args:
+        ssim: the loss's SSIM (:class:`~ns_splat_plus.model.ssim.TrainingSSIM`).
+        ssim_lambda: the SSIM term's weight (splatfacto's ``ssim_lambda``).
+        loss: the loss of ``(rgb, gt, ssim, ssim_lambda)`` that is recorded
+            (:func:`~ns_splat_plus.model.loss.reference_photometric_loss`).
+    """
+
+    def __init__(self, ssim: TrainingSSIM, ssim_lambda: float, loss: Callable[..., torch.Tensor]) -> None:
+        self.ssim = ssim
+        self.ssim_lambda = ssim_lambda
+        self.loss = loss
+        self.graphs: "collections.OrderedDict[Hashable, Callable[..., torch.Tensor]]" = collections.OrderedDict()
+        self.recordings = 0
+        self.replays = 0
+        self.failure: Optional[str] = None
+        """Why recording stopped for this run (a failed recording, too many image sizes), else None."""
+
+    def __call__(
+        self, colors: torch.Tensor, alphas: torch.Tensor, background: torch.Tensor, gt: torch.Tensor, batched: bool
+    ) -> Optional[torch.Tensor]:
+        """The loss of ``composite(colors, alphas, background)`` against ``gt`` from this size's graph,
+        recorded on the first call; None where a graph does not apply (the caller runs the loss itself).
+
+        Args:
+            colors: [B, H, W, 3] the rasterizer's colors (gradient). alphas: [B, H, W, 1] (gradient).
+            background: [3]. gt: [B, H, W, 3] (batched) or [H, W, 3], uint8 or float32, on their device.
+            batched: the loss sees the [B, H, W, 3] composite (else its [H, W, 3] squeeze, one camera).
+
+        Returns:
+            [] float32, differentiable in ``colors`` and ``alphas``, or None.
+        """
+        if not self._applies(colors, alphas, background, gt, batched):
+            return None
+        key = _key(colors, alphas, background, gt, batched)
+        graphed = self.graphs.get(key)
+        if graphed is None:
+            graphed = self._record(key, colors, alphas, background, gt, batched)
+            if graphed is None:
+                return None
+        self.graphs.move_to_end(key)
+        self.replays += 1
+        return graphed(colors, alphas, background, gt)
+
+    def _applies(self, colors, alphas, background, gt, batched: bool) -> bool:
+        if self.failure is not None or not colors.is_cuda or not torch.is_grad_enabled():
+            return False
+        if not (colors.requires_grad or alphas.requires_grad) or background.requires_grad or gt.requires_grad:
+            return False
+        if torch.cuda.is_current_stream_capturing() or torch.is_autocast_enabled("cuda"):
+            return False
+        if self.ssim.backend(colors.device) == "fused-ssim" and not self.ssim.recordable:
+            return False  # the eager loss runs fused-ssim, which a recording would replace by other kernels
+        rgb_shape = colors.shape if batched else colors.shape[1:]
+        return (
+            colors.dim() == 4
+            and (batched or colors.shape[0] == 1)
+            and alphas.shape == (*colors.shape[:-1], 1)
+            and background.shape == (3,)
+            and gt.shape == rgb_shape
+            and gt.dtype in (torch.uint8, torch.float32)
+            and alphas.device == background.device == gt.device == colors.device
+        )
+
+    def _record(self, key: Hashable, colors, alphas, background, gt, batched: bool):
+        if self.recordings >= MAX_RECORDINGS:
+            self._stop(f"{MAX_RECORDINGS} recordings: the dataset's images have many sizes")
+            return None
+        while len(self.graphs) >= MAX_GRAPHS:
+            self.graphs.popitem(last=False)
+        self.recordings += 1
+
+        def loss_of(colors, alphas, background, gt):
+            rgb = composite(colors, alphas, background)  # the eager step's TrainingOutputs["rgb"]
+            return self.loss(rgb if batched else rgb.squeeze(0), gt, self.ssim, self.ssim_lambda)
+
+        samples = tuple(_like(t) for t in (colors, alphas, background, gt))
+        try:
+            with torch.cuda.device(colors.device):
+                graphed = cast(Callable[..., torch.Tensor], torch.cuda.make_graphed_callables(loss_of, samples))
+        except Exception as err:  # e.g. a kernel that cannot be recorded: the loss runs eagerly from here on
+            self._stop(f"recording its CUDA graph failed: {type(err).__name__}: {err}")
+            return None
+        self.graphs[key] = graphed
+        return graphed
+
+    def _stop(self, reason: str) -> None:
+        from nerfstudio.utils.rich_utils import CONSOLE
+
+        self.failure = reason
+        self.graphs.clear()
+        CONSOLE.print(f"splat-plus: the loss runs eagerly from here on: {reason}", soft_wrap=True)
+
+
+def _key(colors, alphas, background, gt, batched: bool) -> Tuple[Hashable, ...]:
+    """What a recording bakes in: every input's shape, strides, type and device."""
+    return (batched,) + tuple((tuple(t.shape), t.stride(), t.dtype, t.device) for t in (colors, alphas, background, gt))
+
+
+def _like(t: torch.Tensor) -> torch.Tensor:
+    """A recording's own input: ``t``'s values in a tensor of its shape and strides (so the recorded kernels
+    read the same layout as the eager ones), requiring a gradient where ``t`` does."""
+    static = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    static.copy_(t.detach())
+    return static.requires_grad_(t.requires_grad)

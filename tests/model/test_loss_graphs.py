@@ -1,0 +1,129 @@
+"""The eager step's loss replayed from CUDA graphs (ns_splat_plus/model/loss_graphs.py): bitwise the loss and
+gradients of the operators launched one by one, on the GPU, at one and at B cameras, through a change of
+image size; used by a real CUDA training step; declined on the CPU, for fused-ssim and inside another recording.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from inprocess import build_trainer, close_writers, small_scene, trainer_config
+
+from ns_splat_plus.model import loss_graphs
+from ns_splat_plus.model.images import TrainingOutputs
+from ns_splat_plus.model.loss import photometric_loss, reference_photometric_loss
+from ns_splat_plus.model.loss_graphs import LossGraphs
+from ns_splat_plus.model.ssim import TrainingSSIM
+
+SSIM_LAMBDA = 0.2  # splatfacto's default
+
+
+def _step_inputs(batch: int, height: int, width: int, seed: int, device: str):
+    """A render as the rasterizer leaves it (4 channels when depth is rendered: colors a strided view),
+    alphas, a background and a uint8 photo; leaves the test differentiates against."""
+    generator = torch.Generator().manual_seed(seed)
+    render = torch.rand((batch, height, width, 4), generator=generator).to(device).requires_grad_()
+    alphas = torch.rand((batch, height, width, 1), generator=generator).to(device).requires_grad_()
+    background = torch.rand(3, generator=generator).to(device)
+    gt = torch.randint(0, 256, (batch, height, width, 3), generator=generator, dtype=torch.uint8).to(device)
+    return render, alphas, background, gt if batch > 1 else gt[0]
+
+
+def _loss_and_grads(render, alphas, background, gt, graphs):
+    """The step's loss as the model computes it (:func:`photometric_loss` of its TrainingOutputs), and the
+    gradients of the render and alphas."""
+    render.grad, alphas.grad = None, None
+    colors = render[..., :3]  # a strided view, as the rasterizer's colors beside its depth
+    outputs = TrainingOutputs(
+        render_colors=colors, render_alphas=alphas * 0.9, background=background, batched=gt.dim() == 4
+    )
+    loss = photometric_loss(outputs, gt, TrainingSSIM(), SSIM_LAMBDA, graphs=graphs)
+    loss.backward()
+    return loss.detach().clone(), render.grad.clone(), alphas.grad.clone()
+
+
+def _graphs() -> LossGraphs:
+    return LossGraphs(TrainingSSIM(), SSIM_LAMBDA, reference_photometric_loss)
+
+
+def test_on_the_cpu_the_loss_is_launched_as_before():
+    graphs = _graphs()
+    inputs = _step_inputs(1, 24, 32, seed=0, device="cpu")
+    eager = _loss_and_grads(*inputs, graphs=None)
+    declined = _loss_and_grads(*inputs, graphs=graphs)
+    for a, b in zip(eager, declined):
+        assert torch.equal(a, b)
+    assert graphs.recordings == 0 and graphs.replays == 0 and graphs.failure is None
+
+
+def _cuda() -> None:
+    if not torch.cuda.is_available():
+        pytest.fail("needs CUDA")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch", [1, 3])
+def test_replays_give_the_eager_loss_and_gradients_bitwise(batch):
+    """Each replay against the eager operators on the same inputs, for new inputs each call (the graph copies
+    them in), across a change of image size (a second recording) and back to the first size (kept)."""
+    _cuda()
+    graphs = _graphs()
+    sizes = [(250, 376), (250, 376), (500, 752), (250, 376)]
+    for seed, (height, width) in enumerate(sizes):
+        inputs = _step_inputs(batch, height, width, seed=seed, device="cuda")
+        eager = _loss_and_grads(*inputs, graphs=None)
+        replayed = _loss_and_grads(*inputs, graphs=graphs)
+        for name, a, b in zip(("loss", "render gradient", "alphas gradient"), eager, replayed):
+            assert torch.equal(a, b), f"{name} differs at {height}x{width}, seed {seed}"
+    assert graphs.recordings == 2 and graphs.replays == len(sizes) and graphs.failure is None
+
+
+@pytest.mark.gpu
+def test_many_image_sizes_stop_the_recordings(monkeypatch):
+    _cuda()
+    monkeypatch.setattr(loss_graphs, "MAX_RECORDINGS", 2)
+    monkeypatch.setattr(loss_graphs, "MAX_GRAPHS", 1)
+    graphs = _graphs()
+    for height in (40, 48, 40):  # the third is a new recording: the first size's graph was let go
+        inputs = _step_inputs(1, height, 64, seed=height, device="cuda")
+        eager = _loss_and_grads(*inputs, graphs=None)
+        assert all(torch.equal(a, b) for a, b in zip(eager, _loss_and_grads(*inputs, graphs=graphs)))
+    assert graphs.recordings == 2 and graphs.replays == 2
+    assert graphs.failure is not None and "many sizes" in graphs.failure and not graphs.graphs
+
+
+@pytest.mark.gpu
+def test_declined_for_fused_ssim_and_inside_another_recording(monkeypatch):
+    _cuda()
+    graphs = _graphs()
+    render, alphas, background, gt = _step_inputs(1, 48, 64, seed=0, device="cuda")
+    colors = render[..., :3] * 1.0
+    monkeypatch.setattr(TrainingSSIM, "backend", lambda self, device: "fused-ssim")
+    assert graphs(colors, alphas * 1.0, background, gt, batched=False) is None  # eager: fused-ssim's kernels
+    graphs.ssim.recordable = True  # a --cuda-graph run: its eager steps run the Triton kernels too
+    assert graphs(colors, alphas * 1.0, background, gt, batched=False) is not None
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert graphs(colors, alphas * 1.0, background, gt, batched=False) is None
+    assert graphs.recordings == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("loss_cuda_graph", [True, False])
+def test_a_cuda_training_step_replays_the_loss(tmp_path, loss_cuda_graph):
+    """splat-plus's eager step on CUDA (its default) replays the loss from the graph of its one image size
+    in every step after the warmup's recording, and launches it one operator at a time with the option off."""
+    _cuda()
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "run", steps=30)
+    config.machine.device_type = "cuda"
+    config.pipeline.model.loss_cuda_graph = loss_cuda_graph
+    trainer = build_trainer(config)
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+    graphs = trainer.pipeline.model.loss_graphs
+    if not loss_cuda_graph:
+        assert graphs is None
+        return
+    assert graphs.failure is None and graphs.recordings == 1
+    assert graphs.replays >= 30  # every training step, and the warmup's
