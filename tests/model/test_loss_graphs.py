@@ -56,6 +56,50 @@ def test_on_the_cpu_the_loss_is_launched_as_before():
     assert graphs.recordings == 0 and graphs.replays == 0 and graphs.failure is None
 
 
+class _Stub:
+    """Graphs that answer with a value of their own where they apply (``answer`` None: they decline)."""
+
+    def __init__(self, answer):
+        self.answer, self.calls = answer, []
+
+    def __call__(self, colors, alphas, background, gt, batched):
+        self.calls.append((tuple(colors.shape), tuple(gt.shape), batched))
+        return self.answer
+
+
+def test_the_loss_takes_the_graphs_answer_and_runs_itself_where_they_decline():
+    render, alphas, background, gt = _step_inputs(1, 24, 32, seed=1, device="cpu")
+    outputs = TrainingOutputs(render_colors=render[..., :3], render_alphas=alphas, background=background, batched=False)
+    eager = photometric_loss(outputs, gt, TrainingSSIM(), SSIM_LAMBDA)
+    replayed = _Stub(torch.tensor(7.0))
+    assert float(photometric_loss(outputs, gt, TrainingSSIM(), SSIM_LAMBDA, graphs=replayed)) == 7.0
+    assert replayed.calls == [((1, 24, 32, 3), (24, 32, 3), False)]
+    declining = _Stub(None)
+    assert torch.equal(photometric_loss(outputs, gt, TrainingSSIM(), SSIM_LAMBDA, graphs=declining), eager)
+    assert len(declining.calls) == 1
+    mask = torch.ones((24, 32, 1))  # a mask: the reference, graphs not asked
+    photometric_loss(outputs, gt, TrainingSSIM(), SSIM_LAMBDA, mask=mask, graphs=replayed)
+    assert len(replayed.calls) == 1
+
+
+@pytest.mark.parametrize("loss_cuda_graph", [True, False])
+def test_the_model_s_loss_goes_through_its_graphs(tmp_path, loss_cuda_graph):
+    """The option builds the model's graphs (none when off), and the training loss asks them first."""
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "run", steps=1)
+    config.pipeline.model.loss_cuda_graph = loss_cuda_graph
+    trainer = build_trainer(config)
+    close_writers()
+    model = trainer.pipeline.model
+    assert isinstance(model.loss_graphs, LossGraphs) if loss_cuda_graph else model.loss_graphs is None
+    _, batch = trainer.pipeline.datamanager.next_train(0)
+    height, width = batch["image"].shape[:2]
+    render, alphas, background, _ = _step_inputs(1, height, width, seed=2, device="cpu")
+    outputs = TrainingOutputs(render_colors=render[..., :3], render_alphas=alphas, background=background, batched=False)
+    eager = model.get_loss_dict(outputs, batch)["main_loss"]
+    model.loss_graphs = _Stub(torch.tensor(7.0))
+    assert float(model.get_loss_dict(outputs, batch)["main_loss"]) == 7.0 != float(eager)
+
+
 def _cuda() -> None:
     if not torch.cuda.is_available():
         pytest.fail("needs CUDA")
