@@ -6,8 +6,7 @@ a kernel launch. splat-plus's eager step is set by the host, not the GPU (about 
 step against 3.9 ms of GPU work on plush-dog, 1.0 ms of it in the loss's forward alone:
 benchmarks/2026-12-02-h200-splat-plus-graph-against-eager-divergence-and-host-sections/). The loss's
 shapes depend only on the image size, and its kernels read nothing back to the host and add with no
-atomics, so ``torch.cuda.make_graphed_callables`` records its forward and backward once per image size
-and replays them: the same kernels on the same inputs, so the same loss and gradients, bit for bit
+atomics, so its forward and backward are recorded once per image size (:class:`Recording`) and replayed: the same kernels on the same inputs, so the same loss and gradients, bit for bit
 (tests/model/test_loss_graphs.py compares them on the GPU). On plush-dog splat-plus took 153.3 s against 218.4 s
 without it, and 190.8 s against 214.7 s in a second pair of runs
 (benchmarks/2026-12-02-h200-splat-plus-loss-graph-at-7de557a/).
@@ -18,13 +17,15 @@ autocast; fused-ssim as the SSIM (it launches on CUDA's legacy stream, which a g
 recording of its own in progress (``--cuda-graph``'s whole step records the loss with it). A dataset of
 many image sizes stops recording after :data:`MAX_RECORDINGS` recordings; the recorded graphs of at
 most :data:`MAX_GRAPHS` sizes are kept (the least recently used goes first), each holding its
-intermediate images in its own memory pool.
+intermediate images in its own memory pool. Each recording is checked once against the operators run one by
+one on its own inputs (:func:`replay_agrees`) before a step uses it.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Callable, Hashable, Optional, Tuple, cast
+import contextlib
+from typing import Callable, Hashable, Optional, Tuple
 
 import torch
 
@@ -47,11 +48,15 @@ class LossGraphs:
             (:func:`~ns_splat_plus.model.loss.reference_photometric_loss`).
     """
 
+    recorder: Callable[..., "Recording"]
+    """What records a loss (:class:`Recording`; the tests' stand-in replays on the CPU)."""
+
     def __init__(self, ssim: TrainingSSIM, ssim_lambda: float, loss: Callable[..., torch.Tensor]) -> None:
+        self.recorder = Recording
         self.ssim = ssim
         self.ssim_lambda = ssim_lambda
         self.loss = loss
-        self.graphs: "collections.OrderedDict[Hashable, Callable[..., torch.Tensor]]" = collections.OrderedDict()
+        self.graphs: "collections.OrderedDict[Hashable, Recording]" = collections.OrderedDict()
         self.recordings = 0
         self.replays = 0
         self.failure: Optional[str] = None
@@ -117,13 +122,17 @@ class LossGraphs:
 
         samples = tuple(_like(t) for t in (colors, alphas, background, gt))
         try:
-            with torch.cuda.device(colors.device):
-                graphed = cast(Callable[..., torch.Tensor], torch.cuda.make_graphed_callables(loss_of, samples))
+            with torch.cuda.device(colors.device) if colors.is_cuda else contextlib.nullcontext():
+                recording = self.recorder(loss_of, samples)
+                agrees = replay_agrees(loss_of, recording, samples)
         except Exception as err:  # e.g. a kernel that cannot be recorded: the loss runs eagerly from here on
             self._stop(f"recording its CUDA graph failed: {type(err).__name__}: {err}")
             return None
-        self.graphs[key] = graphed
-        return graphed
+        if not agrees:
+            self._stop("a replay of its CUDA graph did not give the loss and gradients of its eager operators")
+            return None
+        self.graphs[key] = recording
+        return recording
 
     def _stop(self, reason: str) -> None:
         from nerfstudio.utils.rich_utils import CONSOLE
@@ -131,6 +140,76 @@ class LossGraphs:
         self.failure = reason
         self.graphs.clear()
         CONSOLE.print(f"splat-plus: the loss runs eagerly from here on: {reason}", soft_wrap=True)
+
+
+class Recording:
+    """``fn(*samples)`` (one differentiable tensor out) and its backward recorded as two CUDA graphs; calling it
+    replays them on new inputs of the samples' shapes and strides, as an autograd function.
+
+    torch.cuda.make_graphed_callables does this too, but torch 2.11's records in the CUDA runtime's "global" capture
+    mode (pytorch/pytorch#188832 later made it a parameter): a CUDA call that may synchronise, made on any other
+    thread during a recording, then fails in that thread, e.g. nerfstudio's viewer thread copying a render to the
+    host outside the trainer's lock, whose thread would end. Recorded here in "thread_local" mode, as the whole-step graph (training/graphed_step.py) is; the
+    steps are make_graphed_callables': three unrecorded runs on a side stream, the forward, then the backward
+    through ``torch.autograd.grad``, in one memory pool.
+
+    Args:
+        fn: tensors -> a [] tensor; no host read, fixed shapes (recordable).
+        samples: its inputs, which the recording keeps and reads: a replay copies new inputs into them.
+    """
+
+    def __init__(self, fn: Callable[..., torch.Tensor], samples: Tuple[torch.Tensor, ...]) -> None:
+        self.samples = samples
+        differentiable = tuple(t for t in samples if t.requires_grad)
+        stream = torch.cuda.Stream()
+        torch.cuda.synchronize()
+        with torch.cuda.stream(stream):
+            for _ in range(3):  # lazy initialisation (cuBLAS handles, Triton's first launch) outside the recording
+                out = fn(*samples)
+                torch.autograd.grad(out, differentiable, torch.empty_like(out))
+        torch.cuda.synchronize()
+        pool = torch.cuda.graph_pool_handle()
+        self.forward_graph, self.backward_graph = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.forward_graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+            self.out = fn(*samples)
+        self.grad_out = torch.empty_like(self.out)
+        with torch.cuda.graph(self.backward_graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+            self.grads = torch.autograd.grad(self.out, differentiable, self.grad_out)
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return _Replay.apply(self, *inputs)
+
+
+class _Replay(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, recording: Recording, *inputs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        for static, given in zip(recording.samples, inputs):
+            static.copy_(given)
+        recording.forward_graph.replay()
+        ctx.recording = recording
+        return recording.out.detach()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        recording: Recording = ctx.recording
+        recording.grad_out.copy_(grad)
+        recording.backward_graph.replay()
+        grads = iter(recording.grads)
+        return (None,) + tuple(next(grads).detach() if t.requires_grad else None for t in recording.samples)
+
+
+def replay_agrees(fn: Callable[..., torch.Tensor], recording: Callable[..., torch.Tensor], samples) -> bool:
+    """Whether ``recording`` replays ``fn``'s value and gradients on ``samples`` bit for bit (each recording is checked
+    once, before any step uses it: a replay that computed something else would train on wrong gradients silently)."""
+
+    def value_and_grads(run: Callable[..., torch.Tensor]):
+        inputs = [t.detach().clone().requires_grad_(t.requires_grad) for t in samples]
+        out = run(*inputs)
+        return (out.detach().clone(),) + torch.autograd.grad(out, [t for t in inputs if t.requires_grad])
+
+    eager, replayed = value_and_grads(fn), value_and_grads(recording)
+    return len(eager) == len(replayed) and all(torch.equal(a, b) for a, b in zip(eager, replayed))
 
 
 def _key(colors, alphas, background, gt, batched: bool) -> Tuple[Hashable, ...]:

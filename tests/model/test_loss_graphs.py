@@ -5,6 +5,8 @@ image size; used by a real CUDA training step; declined on the CPU, for fused-ss
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from inprocess import build_trainer, close_writers, small_scene, trainer_config
@@ -12,7 +14,7 @@ from inprocess import build_trainer, close_writers, small_scene, trainer_config
 from ns_splat_plus.model import loss_graphs
 from ns_splat_plus.model.images import TrainingOutputs
 from ns_splat_plus.model.loss import photometric_loss, reference_photometric_loss
-from ns_splat_plus.model.loss_graphs import LossGraphs
+from ns_splat_plus.model.loss_graphs import LossGraphs, Recording
 from ns_splat_plus.model.ssim import TrainingSSIM
 
 SSIM_LAMBDA = 0.2  # splatfacto's default
@@ -98,6 +100,76 @@ def test_the_model_s_loss_goes_through_its_graphs(tmp_path, loss_cuda_graph):
     eager = model.get_loss_dict(outputs, batch)["main_loss"]
     model.loss_graphs = _Stub(torch.tensor(7.0))
     assert float(model.get_loss_dict(outputs, batch)["main_loss"]) == 7.0 != float(eager)
+
+
+class _EagerStandIn(Recording):
+    """A :class:`Recording` whose two "graphs" run the function eagerly into its static tensors (the CPU has no
+    CUDA graphs): the replay's autograd plumbing, and the recordings' check, on the CPU. ``grad_scale`` != 1
+    makes a recording that replays wrong gradients."""
+
+    def __init__(self, fn, samples, grad_scale: float = 1.0):
+        self.samples = samples
+        self.out, self.grad_out = torch.empty(()), torch.empty(())
+        self.grads = tuple(torch.empty_like(t) for t in samples if t.requires_grad)
+
+        def forward():
+            self.out.copy_(fn(*samples))
+
+        def backward():
+            with torch.enable_grad():
+                inputs = [t.detach().requires_grad_(t.requires_grad) for t in samples]
+                grads = torch.autograd.grad(fn(*inputs), [t for t in inputs if t.requires_grad], self.grad_out)
+            for static, grad in zip(self.grads, grads):
+                static.copy_(grad * grad_scale)
+
+        self.forward_graph, self.backward_graph = SimpleNamespace(replay=forward), SimpleNamespace(replay=backward)
+
+
+def _product_loss(a, b, c):
+    return (a * c).sum() + (b * b * c).mean()
+
+
+def test_a_replay_gives_the_function_s_value_and_gradients_on_new_inputs():
+    """_Replay copies the new inputs into the recording's, hands the incoming gradient to its backward and returns
+    each gradient to its own input (None for an input without one)."""
+    generator = torch.Generator().manual_seed(3)
+    a, b, c = (torch.rand(5, 4, generator=generator) for _ in range(3))
+    samples = (torch.zeros(5, 4).requires_grad_(), torch.zeros(5, 4).requires_grad_(), torch.zeros(5, 4))
+    recording = _EagerStandIn(_product_loss, samples)
+    results = []
+    for run in (_product_loss, recording):
+        leaf_a, leaf_b = a.clone().requires_grad_(), b.clone().requires_grad_()
+        out = run(leaf_a * 1.0, leaf_b[:], c)  # non-leaf inputs, as the rasterizer's outputs
+        (3.0 * out).backward()  # an incoming gradient other than one
+        results.append((out.detach(), leaf_a.grad, leaf_b.grad))
+    for eager, replayed in zip(*results):
+        assert torch.equal(eager, replayed)
+
+
+def _cpu_graphs(monkeypatch, grad_scale: float) -> LossGraphs:
+    monkeypatch.setattr(LossGraphs, "_applies", lambda self, *args: True)  # the CPU: only the stand-in records
+    graphs = _graphs()
+    graphs.recorder = lambda fn, samples: _EagerStandIn(fn, samples, grad_scale)
+    return graphs
+
+
+def test_a_recording_is_used_once_it_replays_the_eager_loss(monkeypatch):
+    graphs = _cpu_graphs(monkeypatch, grad_scale=1.0)
+    for seed in (4, 5):
+        inputs = _step_inputs(1, 24, 32, seed=seed, device="cpu")
+        eager = _loss_and_grads(*inputs, graphs=None)
+        replayed = _loss_and_grads(*inputs, graphs=graphs)
+        assert all(torch.equal(a, b) for a, b in zip(eager, replayed))
+    assert graphs.recordings == 1 and graphs.replays == 2 and graphs.failure is None
+
+
+def test_a_recording_that_replays_other_gradients_is_never_used(monkeypatch):
+    graphs = _cpu_graphs(monkeypatch, grad_scale=2.0)
+    inputs = _step_inputs(1, 24, 32, seed=6, device="cpu")
+    eager = _loss_and_grads(*inputs, graphs=None)
+    assert all(torch.equal(a, b) for a, b in zip(eager, _loss_and_grads(*inputs, graphs=graphs)))  # the eager loss
+    assert graphs.replays == 0 and not graphs.graphs
+    assert graphs.failure is not None and "did not give the loss and gradients" in graphs.failure
 
 
 def _cuda() -> None:
