@@ -243,3 +243,30 @@ def test_a_cuda_training_step_replays_the_loss(tmp_path, loss_cuda_graph):
         return
     assert graphs.failure is None and graphs.recordings == 1
     assert graphs.replays >= 30  # every training step, and the warmup's
+
+
+def _trained_gaussians(tmp_path, name: str, replayed: bool, monkeypatch):
+    config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / name, steps=40)
+    config.pipeline.model.loss_cuda_graph = replayed
+    trainer = build_trainer(config)
+    graphs, initial = trainer.pipeline.model.loss_graphs, trainer.pipeline.model.num_points
+    if replayed:  # the CPU: the stand-in records, every step replays it
+        monkeypatch.setattr(LossGraphs, "_applies", lambda self, *args: True)
+        graphs.recorder = _EagerStandIn
+    try:
+        trainer.train()
+    finally:
+        close_writers()
+        monkeypatch.undo()
+    return {k: v.detach().clone() for k, v in trainer.pipeline.model.gauss_params.items()}, graphs, initial
+
+
+def test_forty_steps_with_refines_give_bitwise_the_same_gaussians_with_the_loss_replayed(tmp_path, monkeypatch):
+    """The acceptance form of an optimisation that leaves the arithmetic as it was: 40 CPU steps with three refines,
+    the loss through a recording's replay (the stand-in's: the CPU has no CUDA graphs) against the loss run in place."""
+    eager, none, initial = _trained_gaussians(tmp_path, "eager", False, monkeypatch)
+    replayed, graphs, _ = _trained_gaussians(tmp_path, "replayed", True, monkeypatch)
+    assert none is None and graphs.failure is None and graphs.recordings == 1 and graphs.replays >= 40
+    assert len(eager["means"]) != initial  # the refines added or removed Gaussians
+    for key in eager:
+        assert torch.equal(eager[key], replayed[key]), key
