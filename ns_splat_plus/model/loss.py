@@ -67,9 +67,8 @@ def photometric_loss(
         if fused_loss_applies(ssim, colors, alphas, background, gt_batch):
             return fused_photometric_loss(colors, alphas, background, gt_batch, ssim_lambda)
     if graphs is not None and mask is None and isinstance(outputs, TrainingOutputs):
-        replayed = graphs(
-            outputs["render_colors"], outputs["render_alphas"], outputs["background"], gt, outputs.batched
-        )
+        colors, alphas, background = outputs["render_colors"], outputs["render_alphas"], outputs["background"]
+        replayed = graphs(colors, alphas, background, gt, outputs.batched, ssim, ssim_lambda)
         if replayed is not None:
             return replayed
     return reference_photometric_loss(outputs["rgb"], gt, ssim, ssim_lambda, mask)

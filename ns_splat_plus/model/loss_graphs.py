@@ -18,7 +18,7 @@ recording of its own in progress (``--cuda-graph``'s whole step records the loss
 many image sizes stops recording after :data:`MAX_RECORDINGS` recordings; the recorded graphs of at
 most :data:`MAX_GRAPHS` sizes are kept (the least recently used goes first), each holding its
 intermediate images in its own memory pool. Each recording is checked once against the operators run one by
-one on its own inputs (:func:`replay_agrees`) before a step uses it.
+one, on its own inputs and on others (:func:`replay_agrees`), before a step uses it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import torch
 
 from ns_splat_plus.model.images import composite
 from ns_splat_plus.model.ssim import TrainingSSIM
+from ns_splat_plus.parallel import collectives
 
 MAX_GRAPHS = 4
 """Image sizes whose graphs are kept: the resolution schedule's three, plus one."""
@@ -63,7 +64,14 @@ class LossGraphs:
         """Why recording stopped for this run (a failed recording, too many image sizes), else None."""
 
     def __call__(
-        self, colors: torch.Tensor, alphas: torch.Tensor, background: torch.Tensor, gt: torch.Tensor, batched: bool
+        self,
+        colors: torch.Tensor,
+        alphas: torch.Tensor,
+        background: torch.Tensor,
+        gt: torch.Tensor,
+        batched: bool,
+        ssim: TrainingSSIM,
+        ssim_lambda: float,
     ) -> Optional[torch.Tensor]:
         """The loss of ``composite(colors, alphas, background)`` against ``gt`` from this size's graph,
         recorded on the first call; None where a graph does not apply (the caller runs the loss itself).
@@ -72,10 +80,13 @@ class LossGraphs:
             colors: [B, H, W, 3] the rasterizer's colors (gradient). alphas: [B, H, W, 1] (gradient).
             background: [3]. gt: [B, H, W, 3] (batched) or [H, W, 3], uint8 or float32, on their device.
             batched: the loss sees the [B, H, W, 3] composite (else its [H, W, 3] squeeze, one camera).
+            ssim, ssim_lambda: the caller's; declined unless they are the ones these graphs record.
 
         Returns:
             [] float32, differentiable in ``colors`` and ``alphas``, or None.
         """
+        if ssim is not self.ssim or ssim_lambda != self.ssim_lambda:
+            return None
         if not self._applies(colors, alphas, background, gt, batched):
             return None
         key = _key(colors, alphas, background, gt, batched)
@@ -120,16 +131,20 @@ class LossGraphs:
             rgb = composite(colors, alphas, background)  # the eager step's TrainingOutputs["rgb"]
             return self.loss(rgb if batched else rgb.squeeze(0), gt, self.ssim, self.ssim_lambda)
 
-        samples = tuple(_like(t) for t in (colors, alphas, background, gt))
         try:
+            samples = tuple(_like(t) for t in (colors, alphas, background, gt))
             with torch.cuda.device(colors.device) if colors.is_cuda else contextlib.nullcontext():
                 recording = self.recorder(loss_of, samples)
-                agrees = replay_agrees(loss_of, recording, samples)
+                # on its own inputs and on others: a kernel the recording missed left its result there only
+                agrees = all(replay_agrees(loss_of, recording, inputs) for inputs in (samples, _others(samples)))
         except Exception as err:  # e.g. a kernel that cannot be recorded: the loss runs eagerly from here on
             self._stop(f"recording its CUDA graph failed: {type(err).__name__}: {err}")
             return None
         if not agrees:
-            self._stop("a replay of its CUDA graph did not give the loss and gradients of its eager operators")
+            self._stop(
+                "a replay of its CUDA graph did not give the loss and gradients of its eager operators, bit for bit "
+                "(or they were not finite)"
+            )
             return None
         self.graphs[key] = recording
         return recording
@@ -139,7 +154,8 @@ class LossGraphs:
 
         self.failure = reason
         self.graphs.clear()
-        CONSOLE.print(f"splat-plus: the loss runs eagerly from here on: {reason}", soft_wrap=True)
+        if collectives.is_main_process():  # one line per run
+            CONSOLE.print(f"splat-plus: the loss runs eagerly from here on: {reason}", soft_wrap=True)
 
 
 class Recording:
@@ -160,21 +176,25 @@ class Recording:
 
     def __init__(self, fn: Callable[..., torch.Tensor], samples: Tuple[torch.Tensor, ...]) -> None:
         self.samples = samples
+        self.forward_replays = 0
         differentiable = tuple(t for t in samples if t.requires_grad)
-        stream = torch.cuda.Stream()
+        stream, current = torch.cuda.Stream(), torch.cuda.current_stream()
         torch.cuda.synchronize()
-        with torch.cuda.stream(stream):
-            for _ in range(3):  # lazy initialisation (cuBLAS handles, Triton's first launch) outside the recording
-                out = fn(*samples)
-                torch.autograd.grad(out, differentiable, torch.empty_like(out))
-        torch.cuda.synchronize()
-        pool = torch.cuda.graph_pool_handle()
-        self.forward_graph, self.backward_graph = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.forward_graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
-            self.out = fn(*samples)
-        self.grad_out = torch.empty_like(self.out)
-        with torch.cuda.graph(self.backward_graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
-            self.grads = torch.autograd.grad(self.out, differentiable, self.grad_out)
+        try:
+            with torch.cuda.stream(stream):
+                for _ in range(3):  # lazy initialisation (cuBLAS handles, Triton's first launch) outside the recording
+                    out = fn(*samples)
+                    torch.autograd.grad(out, differentiable, torch.empty_like(out))
+            torch.cuda.synchronize()
+            pool = torch.cuda.graph_pool_handle()
+            self.forward_graph, self.backward_graph = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.forward_graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+                self.out = fn(*samples)
+            self.grad_out = torch.empty_like(self.out)
+            with torch.cuda.graph(self.backward_graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+                self.grads = torch.autograd.grad(self.out, differentiable, self.grad_out)
+        finally:  # a recording that raised leaves its side stream current (torch's graph context skips restoring it)
+            torch.cuda.set_stream(current)
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
         return _Replay.apply(self, *inputs)
@@ -186,13 +206,16 @@ class _Replay(torch.autograd.Function):
         for static, given in zip(recording.samples, inputs):
             static.copy_(given)
         recording.forward_graph.replay()
-        ctx.recording = recording
-        return recording.out.detach()
+        recording.forward_replays += 1
+        ctx.recording, ctx.replay = recording, recording.forward_replays
+        return recording.out.clone()  # the graph's own output is overwritten by the next replay
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         recording: Recording = ctx.recording
+        if recording.forward_replays != ctx.replay:  # its saved intermediates are now another forward's
+            raise RuntimeError("a recorded loss was replayed again before the backward of an earlier replay")
         recording.grad_out.copy_(grad)
         recording.backward_graph.replay()
         grads = iter(recording.grads)
@@ -201,7 +224,8 @@ class _Replay(torch.autograd.Function):
 
 def replay_agrees(fn: Callable[..., torch.Tensor], recording: Callable[..., torch.Tensor], samples) -> bool:
     """Whether ``recording`` replays ``fn``'s value and gradients on ``samples`` bit for bit (each recording is checked
-    once, before any step uses it: a replay that computed something else would train on wrong gradients silently)."""
+    before any step uses it, on its own inputs and on others: a replay that computed something else would train on
+    wrong gradients silently)."""
 
     def value_and_grads(run: Callable[..., torch.Tensor]):
         inputs = [t.detach().clone().requires_grad_(t.requires_grad) for t in samples]
@@ -213,8 +237,15 @@ def replay_agrees(fn: Callable[..., torch.Tensor], recording: Callable[..., torc
 
 
 def _key(colors, alphas, background, gt, batched: bool) -> Tuple[Hashable, ...]:
-    """What a recording bakes in: every input's shape, strides, type and device."""
-    return (batched,) + tuple((tuple(t.shape), t.stride(), t.dtype, t.device) for t in (colors, alphas, background, gt))
+    """What a recording bakes in: every input's shape, strides, type, device and whether it takes a gradient."""
+    return (batched,) + tuple(
+        (tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad) for t in (colors, alphas, background, gt)
+    )
+
+
+def _others(samples: Tuple[torch.Tensor, ...]) -> Tuple[torch.Tensor, ...]:
+    """Inputs of the samples' shapes with other values (each rolled by one along its last dimension)."""
+    return tuple(t.detach().roll(1, -1).requires_grad_(t.requires_grad) for t in samples)
 
 
 def _like(t: torch.Tensor) -> torch.Tensor:

@@ -148,6 +148,8 @@ def graphed_step_for(trainer: TrainerLike) -> Optional["GraphedForwardBackward"]
             "kernels on CUDA's legacy stream, which a CUDA graph does not record",
             soft_wrap=True,
         )
+    if getattr(model, "loss_graphs", None) is not None:  # the whole step is recorded, its loss with it: the loss's
+        model.loss_graphs = None  # own graphs (the warmup's) would only hold memory
     return GraphedForwardBackward(trainer)
 
 

@@ -93,7 +93,9 @@ def train_loop(trainer: TrainerLike) -> None:
     # the objects of the set-up (torch's, nerfstudio's, the dataset's: millions) out of the collector's reach while
     # the steps run: its collections walked them all (0.17 ms per step of splat-plus on plush-dog; 0.06 frozen);
     # handed back after the loop, so that a process that trains again (tests, notebooks) collects them as before
-    gc.freeze()
+    freezing = gc.get_freeze_count() == 0  # a process that froze objects itself keeps them frozen: left alone
+    if freezing:
+        gc.freeze()
     try:
         _train_steps(trainer, stop, device)
         # the run's end with the handlers still on: a signal from here on waits for the final checkpoint (nerfstudio's
@@ -103,7 +105,8 @@ def train_loop(trainer: TrainerLike) -> None:
         trainer.save_checkpoint(trainer.step)  # after_train's own save finds it written
     finally:
         stop.uninstall()
-        gc.unfreeze()
+        if freezing:
+            gc.unfreeze()
     if stop.signal_name is not None:
         _finished_before_signal(trainer, stop.signal_name)
     with console.quiet_unless(collectives.is_main_process()):  # one "Training Finished" box per run

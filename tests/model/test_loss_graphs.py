@@ -39,7 +39,8 @@ def _loss_and_grads(render, alphas, background, gt, graphs):
     outputs = TrainingOutputs(
         render_colors=colors, render_alphas=alphas * 0.9, background=background, batched=gt.dim() == 4
     )
-    loss = photometric_loss(outputs, gt, TrainingSSIM(), SSIM_LAMBDA, graphs=graphs)
+    ssim = graphs.ssim if isinstance(graphs, LossGraphs) else TrainingSSIM()  # the graphs record their model's
+    loss = photometric_loss(outputs, gt, ssim, SSIM_LAMBDA, graphs=graphs)
     loss.backward()
     return loss.detach().clone(), render.grad.clone(), alphas.grad.clone()
 
@@ -64,7 +65,7 @@ class _Stub:
     def __init__(self, answer):
         self.answer, self.calls = answer, []
 
-    def __call__(self, colors, alphas, background, gt, batched):
+    def __call__(self, colors, alphas, background, gt, batched, ssim, ssim_lambda):
         self.calls.append((tuple(colors.shape), tuple(gt.shape), batched))
         return self.answer
 
@@ -108,7 +109,7 @@ class _EagerStandIn(Recording):
     makes a recording that replays wrong gradients."""
 
     def __init__(self, fn, samples, grad_scale: float = 1.0):
-        self.samples = samples
+        self.samples, self.forward_replays = samples, 0
         self.out, self.grad_out = torch.empty(()), torch.empty(())
         self.grads = tuple(torch.empty_like(t) for t in samples if t.requires_grad)
 
@@ -144,6 +145,20 @@ def test_a_replay_gives_the_function_s_value_and_gradients_on_new_inputs():
         results.append((out.detach(), leaf_a.grad, leaf_b.grad))
     for eager, replayed in zip(*results):
         assert torch.equal(eager, replayed)
+
+
+def test_a_replay_keeps_its_value_and_refuses_a_late_backward():
+    """The loss a replay returns is its own (the next replay overwrites the graph's output), and the backward of a
+    replay that another forward replay followed raises: its saved intermediates are the later one's."""
+    samples = (torch.zeros(5, 4).requires_grad_(), torch.zeros(5, 4).requires_grad_(), torch.zeros(5, 4))
+    recording = _EagerStandIn(_product_loss, samples)
+    a, b, c = (torch.full((5, 4), value) for value in (1.0, 2.0, 3.0))
+    first = recording(a.requires_grad_(), b.requires_grad_(), c)
+    value = float(first)
+    recording(a * 2, b * 2, c)
+    assert float(first) == value == float(_product_loss(a, b, c))
+    with pytest.raises(RuntimeError, match="replayed again before the backward"):
+        first.backward()
 
 
 def _cpu_graphs(monkeypatch, grad_scale: float) -> LossGraphs:
@@ -215,11 +230,12 @@ def test_declined_for_fused_ssim_and_inside_another_recording(monkeypatch):
     render, alphas, background, gt = _step_inputs(1, 48, 64, seed=0, device="cuda")
     colors = render[..., :3] * 1.0
     monkeypatch.setattr(TrainingSSIM, "backend", lambda self, device: "fused-ssim")
-    assert graphs(colors, alphas * 1.0, background, gt, batched=False) is None  # eager: fused-ssim's kernels
+    ssim = graphs.ssim
+    assert graphs(colors, alphas * 1.0, background, gt, False, ssim, SSIM_LAMBDA) is None  # eager: fused-ssim's
     graphs.ssim.recordable = True  # a --cuda-graph run: its eager steps run the Triton kernels too
-    assert graphs(colors, alphas * 1.0, background, gt, batched=False) is not None
+    assert graphs(colors, alphas * 1.0, background, gt, False, ssim, SSIM_LAMBDA) is not None
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
-    assert graphs(colors, alphas * 1.0, background, gt, batched=False) is None
+    assert graphs(colors, alphas * 1.0, background, gt, False, ssim, SSIM_LAMBDA) is None
     assert graphs.recordings == 1
 
 
@@ -270,3 +286,33 @@ def test_forty_steps_with_refines_give_bitwise_the_same_gaussians_with_the_loss_
     assert len(eager["means"]) != initial  # the refines added or removed Gaussians
     for key in eager:
         assert torch.equal(eager[key], replayed[key]), key
+
+
+def test_a_recording_is_not_reused_for_other_gradients_or_another_loss(monkeypatch):
+    graphs = _cpu_graphs(monkeypatch, grad_scale=1.0)
+    render, alphas, background, gt = _step_inputs(1, 24, 32, seed=7, device="cpu")
+    colors = render[..., :3]
+    assert graphs(colors, alphas, background, gt, False, graphs.ssim, SSIM_LAMBDA) is not None
+    assert graphs(colors, alphas.detach(), background, gt, False, graphs.ssim, SSIM_LAMBDA) is not None
+    assert graphs.recordings == 2  # alphas without a gradient: a recording of its own
+    assert graphs(colors, alphas, background, gt, False, TrainingSSIM(), SSIM_LAMBDA) is None  # not the model's SSIM
+    assert graphs(colors, alphas, background, gt, False, graphs.ssim, 0.5) is None  # another weight
+    assert graphs.recordings == 2 and graphs.replays == 2
+
+
+class _StaleStandIn(_EagerStandIn):
+    """A recording that missed a kernel: its replays keep the photo's value of the moment it was recorded (as a
+    kernel launched off the recorded stream would), right on its own inputs only."""
+
+    def __init__(self, fn, samples):
+        recorded_gt = samples[3].detach().clone()
+        super().__init__(lambda colors, alphas, background, gt: fn(colors, alphas, background, recorded_gt), samples)
+
+
+def test_a_recording_right_on_its_own_inputs_only_is_never_used(monkeypatch):
+    graphs = _cpu_graphs(monkeypatch, grad_scale=1.0)
+    graphs.recorder = _StaleStandIn
+    inputs = _step_inputs(1, 24, 32, seed=8, device="cpu")
+    eager = _loss_and_grads(*inputs, graphs=None)
+    assert all(torch.equal(a, b) for a, b in zip(eager, _loss_and_grads(*inputs, graphs=graphs)))
+    assert graphs.replays == 0 and graphs.failure is not None and "bit for bit" in graphs.failure

@@ -41,3 +41,13 @@ def test_a_failed_run_hands_them_back(tmp_path):
     with pytest.raises(RuntimeError, match="a failing step"):
         _train_recording_frozen(tmp_path, fail_at=2)
     assert gc.get_freeze_count() == 0
+
+
+def test_a_process_s_own_frozen_objects_stay_frozen(tmp_path):
+    gc.freeze()  # an embedding process's own choice
+    try:
+        frozen_before = gc.get_freeze_count()
+        frozen = _train_recording_frozen(tmp_path)
+        assert frozen and gc.get_freeze_count() > frozen_before // 2 > 0  # not handed back (a few were freed)
+    finally:
+        gc.unfreeze()
