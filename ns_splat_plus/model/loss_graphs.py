@@ -6,8 +6,9 @@ a kernel launch. splat-plus's eager step is set by the host, not the GPU (about 
 step against 3.9 ms of GPU work on plush-dog, 1.0 ms of it in the loss's forward alone:
 benchmarks/2026-12-02-h200-splat-plus-graph-against-eager-divergence-and-host-sections/). The loss's
 shapes depend only on the image size, and its kernels read nothing back to the host and add with no
-atomics, so its forward and backward are recorded once per image size (:class:`Recording`) and replayed: the same kernels on the same inputs, so the same loss and gradients, bit for bit
-(tests/model/test_loss_graphs.py compares them on the GPU). On plush-dog splat-plus took 153.3 s against 218.4 s
+atomics, so its forward and backward are recorded once per image size (:class:`Recording`) and replayed:
+the same kernels on the same inputs, so the same loss and gradients, bit for bit (tests/model/test_loss_graphs.py
+compares them on the GPU). On plush-dog splat-plus took 153.3 s against 218.4 s
 without it, and 190.8 s against 214.7 s in a second pair of runs
 (benchmarks/2026-12-02-h200-splat-plus-loss-graph-at-7de557a/).
 
@@ -29,7 +30,7 @@ from typing import Callable, Hashable, Optional, Tuple
 
 import torch
 
-from ns_splat_plus.model.images import composite
+from ns_splat_plus.model.images import TrainingOutputs
 from ns_splat_plus.model.ssim import TrainingSSIM
 from ns_splat_plus.parallel import collectives
 
@@ -128,8 +129,11 @@ class LossGraphs:
         self.recordings += 1
 
         def loss_of(colors, alphas, background, gt):
-            rgb = composite(colors, alphas, background)  # the eager step's TrainingOutputs["rgb"]
-            return self.loss(rgb if batched else rgb.squeeze(0), gt, self.ssim, self.ssim_lambda)
+            # the eager step's composite, from its one definition
+            outputs = TrainingOutputs(
+                render_colors=colors, render_alphas=alphas, background=background, batched=batched
+            )
+            return self.loss(outputs["rgb"], gt, self.ssim, self.ssim_lambda)
 
         try:
             samples = tuple(_like(t) for t in (colors, alphas, background, gt))
@@ -165,9 +169,9 @@ class Recording:
     torch.cuda.make_graphed_callables does this too, but torch 2.11's records in the CUDA runtime's "global" capture
     mode (pytorch/pytorch#188832 later made it a parameter): a CUDA call that may synchronise, made on any other
     thread during a recording, then fails in that thread, e.g. nerfstudio's viewer thread copying a render to the
-    host outside the trainer's lock, whose thread would end. Recorded here in "thread_local" mode, as the whole-step graph (training/graphed_step.py) is; the
-    steps are make_graphed_callables': three unrecorded runs on a side stream, the forward, then the backward
-    through ``torch.autograd.grad``, in one memory pool.
+    host outside the trainer's lock, whose thread would end. Recorded here in "thread_local" mode, as the whole-step
+    graph (training/graphed_step.py) is; the steps are make_graphed_callables': three unrecorded runs on a side
+    stream, the forward, then the backward through ``torch.autograd.grad``, in one memory pool.
 
     Args:
         fn: tensors -> a [] tensor; no host read, fixed shapes (recordable).

@@ -118,7 +118,8 @@ class SplatPlusModelConfig(StrategyModelOptions, SplatfactoModelConfig):
     loss_cuda_graph: bool = True
     """In a step that runs eagerly on a CUDA GPU, replay the loss (composite, L1, SSIM; forward and backward) from
     a CUDA graph recorded once per image size: the same kernels, bitwise the same loss and gradients, about twenty
-    fewer launches from the host per step. False: the loss's operators are launched one by one (model/loss_graphs.py)."""
+    fewer launches from the host per step. False: the loss's operators are launched one by one
+    (model/loss_graphs.py)."""
     eval_max_pixels: Optional[int] = None
     """Evaluation and viewer renders larger than this are rendered in horizontal strips of at most this
     many pixels (same pixels, less memory). None: the largest training render of this process, so that
