@@ -124,6 +124,9 @@ class StepRecorder:
         self.begin_events: List[Any] = []
         self.end_events: List[Any] = []
         self.peak_bytes: List[Optional[int]] = []
+        # reserved by the caching allocator, CUDA graphs' private pools included: a replay's tensors live in its
+        # pool, which max_memory_allocated does not see after the recording
+        self.reserved_peak_bytes: List[Optional[int]] = []
         self.gaussians: List[Optional[int]] = []
         self.modes: List[Optional[bool]] = []  # instrumentation on/off per step (toggle runs only)
         self.mode_fn: Optional[Callable[[int], Optional[bool]]] = None
@@ -147,7 +150,7 @@ class StepRecorder:
             keep = next(i for i, s in enumerate(self.steps) if s >= step)
             self.replayed_iterations += len(self.steps) - keep
             for values in (self.steps, self.begin_host, self.end_host, self.begin_events, self.end_events,
-                           self.peak_bytes, self.gaussians, self.modes):  # fmt: skip
+                           self.peak_bytes, self.reserved_peak_bytes, self.gaussians, self.modes):  # fmt: skip
                 del values[keep:]
         if self.reset_peaks:
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -165,6 +168,7 @@ class StepRecorder:
         self.steps.append(step)
         peak = torch.cuda.max_memory_allocated(self.device) if self.reset_peaks else None
         self.peak_bytes.append(peak)
+        self.reserved_peak_bytes.append(torch.cuda.max_memory_reserved(self.device) if self.reset_peaks else None)
         if peak is not None:
             self.process_peak_bytes = max(self.process_peak_bytes or 0, peak)
         self.gaussians.append(self.num_points_fn())
@@ -208,6 +212,7 @@ class StepRecorder:
             "gpu_span_ms": gpu_span_ms,
             "gpu_interval_ms": gpu_interval_ms,
             "peak_bytes": self.peak_bytes[:n],
+            "reserved_peak_bytes": self.reserved_peak_bytes[:n],
             "gaussians": self.gaussians[:n],
             "setup_peak_bytes": self.setup_peak_bytes,
             "in_training_eval_peak_bytes": self.eval_peak_bytes,

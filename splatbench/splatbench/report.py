@@ -52,12 +52,14 @@ def markdown_table(results: Dict[str, Any]) -> str:
     gpu_busy = any(r.get("gpu_busy") or r.get("gpu_busy_ms") is not None for r in runs)
     repeats = has_repeats(results)
     ply = any(r.get("ply_bytes") is not None for r in runs)  # --export-ply
+    reserved = any(r.get("train_reserved_peak_gib") is not None for r in runs)  # recorded since 2026-12-02
     header = (
         "| method | GPUs "
         + ("| repeat " if repeats else "")
         + "| status | steps | median step (ms) "
         + ("| step at window (ms) | GPU busy (ms/step) | wall/busy " if gpu_busy else "")
         + "| process wall (s) | train wall (s) | speedup | train peak (GiB) "
+        + ("| train reserved (GiB) " if reserved else "")
         + ("| in-training eval peak (GiB) " if in_training_eval else "")
         + "| eval peak (GiB) | PSNR | SSIM | LPIPS | Gaussians "
         + ("| PLY (MB) " if ply else "")
@@ -89,6 +91,7 @@ def markdown_table(results: Dict[str, Any]) -> str:
             fmt(r.get("train_wall_s"), ".1f", none=timing_none),
             fmt(r.get("speedup"), ".2f") + ("×" if r.get("speedup") else ""),
             _fmt_gib(r.get("train_peak_gib")),
+            *([_fmt_gib(r.get("train_reserved_peak_gib"))] if reserved else []),
             *in_training_cell,
             _fmt_gib(r.get("eval_peak_gib")),
             fmt(r.get("psnr"), ".2f"),
@@ -174,7 +177,8 @@ SUMMARY_COLUMNS = (
     ("GPU busy (ms/step)", "gpu_busy_ms", ".2f"), ("wall/busy", "wall_over_busy", ".2f"),
     ("process wall (s)", "process_wall_s", ".1f"), ("train wall (s)", "train_wall_s", ".1f"),
     ("Gaussians", "num_gaussians", ",.0f"), ("PLY bytes", "ply_bytes", ",.0f"),
-    ("train peak (GiB)", "train_peak_gib", ".2f"), ("eval peak (GiB)", "eval_peak_gib", ".2f"),
+    ("train peak (GiB)", "train_peak_gib", ".2f"), ("train reserved (GiB)", "train_reserved_peak_gib", ".2f"),
+    ("eval peak (GiB)", "eval_peak_gib", ".2f"),
 )  # fmt: skip
 
 
@@ -221,7 +225,8 @@ def _repeat_comparison_lines(results: Dict[str, Any]) -> List[str]:
 
 
 RATIO_METRICS = (("process wall", "process_wall_s"), ("train wall", "train_wall_s"), ("Gaussians", "num_gaussians"),
-                 ("train peak", "train_peak_gib"), ("PLY", "ply_bytes"))  # fmt: skip
+                 ("train peak", "train_peak_gib"), ("train reserved", "train_reserved_peak_gib"),
+                 ("PLY", "ply_bytes"))  # fmt: skip
 
 
 def _ratio_of_means_text(method: Dict[str, Any], reference: Dict[str, Any]) -> str:
@@ -331,7 +336,9 @@ def measurement_notes(results: Dict[str, Any]) -> str:
         f"Median step time over steps ≥ {settings.get('effective_skip_steps')}: one whole training iteration "
         f"incl. densification, start to start, on {clock}. Process wall: the whole training process (ns-train's "
         "main under the probe), start to exit: imports, set-up, training, saving. Train wall: nerfstudio's `Trainer.train`. "
-        "Train peak: max of `torch.cuda.max_memory_allocated` over iterations; eval peak: the whole `ns-eval` "
+        "Train peak: max of `torch.cuda.max_memory_allocated` over iterations; train reserved: max of "
+        "`torch.cuda.max_memory_reserved`, the caching allocator's hold, CUDA graphs' private pools included (a "
+        "graph's replays use its pool, which the allocated peak does not see); eval peak: the whole `ns-eval` "
         "process. PSNR/SSIM/LPIPS: `ns-eval` on the held-out split"
         + (" (LPIPS n/a: its AlexNet weights are not available offline)" if lpips_missing else "")
         + ". Speedup: 1-GPU train wall / W-GPU train wall of the same method."

@@ -265,6 +265,7 @@ def empty_record(method: str, num_gpus: int, repeat: int = 1) -> Dict[str, Any]:
         "process_wall_s": None,
         "eval_wall_s": None,
         "train_peak_gib": None,
+        "train_reserved_peak_gib": None,
         "eval_peak_gib": None,
         "in_training_eval_peak_gib": None,
         "psnr": None,
@@ -307,6 +308,8 @@ def collect_train(record: Dict[str, Any], probe_path: Path, skip: int) -> None:
     train_peaks = [max([b for b in (p.get("peak_bytes") or []) if b is not None], default=None) for p in probes]
     train_peaks = [b for b in train_peaks if b is not None]
     record["train_peak_gib"] = bytes_to_gib(max(train_peaks)) if train_peaks else None  # max over ranks
+    reserved = [b for p in probes for b in (p.get("reserved_peak_bytes") or []) if b is not None]
+    record["train_reserved_peak_gib"] = bytes_to_gib(max(reserved)) if reserved else None
     record["process_peak_gib"] = bytes_to_gib(max([b for b in peaks if b is not None], default=None) or None)
     record["in_training_eval_peak_gib"] = bytes_to_gib(probe.get("in_training_eval_peak_bytes"))
     record["host_peak_rss_gib"] = bytes_to_gib(probe.get("host_peak_rss_bytes"))

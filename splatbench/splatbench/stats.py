@@ -21,7 +21,8 @@ from splatbench.results import TIMING_FIELDS, finite_or_none
 DEFAULT_CONFIDENCE = 0.90
 
 SUMMARY_METRICS = (
-    "psnr", "ssim", "lpips", "step_time_ms_median", "process_wall_s", "train_wall_s", "num_gaussians", "ply_bytes", "train_peak_gib", "eval_peak_gib",
+    "psnr", "ssim", "lpips", "step_time_ms_median", "process_wall_s", "train_wall_s", "num_gaussians", "ply_bytes",
+    "train_peak_gib", "train_reserved_peak_gib", "eval_peak_gib",
     "gpu_busy_ms", "wall_over_busy", "window_step_ms_median",
 )  # fmt: skip
 

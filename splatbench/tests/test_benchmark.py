@@ -856,6 +856,31 @@ def test_gpu_busy_reaches_the_run_record_and_the_table(tmp_path):
     assert "| 3.00 | 3.00 | 1.50 | 2.00 |" in table
 
 
+def test_train_reserved_peak_reaches_the_run_record_and_the_table(tmp_path):
+    """The allocator's reserved peak (CUDA graphs' pools included) is recorded beside the allocated one: the max over
+    steps and ranks, in its own column; a probe without it (CPU, older probes) gives no column."""
+    probe = {"steps": [0, 1, 2], "host_begin_s": [0.0, 0.01, 0.02], "host_end_s": [0.005, 0.015, 0.025],
+             "train_s": 1.0, "peak_bytes": [1 << 30, 2 << 30, 1 << 30],
+             "reserved_peak_bytes": [3 << 30, 5 << 30, 4 << 30]}  # fmt: skip
+    (tmp_path / "probe.json").write_text(json.dumps(probe))
+    (tmp_path / "probe.rank1.json").write_text(json.dumps({**probe, "reserved_peak_bytes": [6 << 30, None, 1]}))
+    record = res.empty_record("splat-plus-lite", 1)
+    res.collect_train(record, tmp_path / "probe.json", skip=0)
+    assert record["train_peak_gib"] == pytest.approx(2.0)
+    assert record["train_reserved_peak_gib"] == pytest.approx(6.0)  # rank 1's step 0
+    record.update(status="ok")
+    table = report.markdown_table({"runs": [record]})
+    assert "| train peak (GiB) | train reserved (GiB) |" in table and "| 2.00 | 6.00 |" in table
+    older = res.empty_record("splatfacto", 1)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "probe.json").write_text(
+        json.dumps({k: v for k, v in probe.items() if k != "reserved_peak_bytes"})
+    )
+    res.collect_train(older, tmp_path / "old" / "probe.json", skip=0)
+    assert older["train_reserved_peak_gib"] is None
+    assert "train reserved" not in report.markdown_table({"runs": [{**older, "status": "ok"}]})
+
+
 def test_probe_options_travel_through_the_environment(tmp_path, monkeypatch):
     from splatbench.options import GPU_BUSY_STEPS_ENV, PROBE_OUT_ENV, ProbeOptions
 
