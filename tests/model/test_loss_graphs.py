@@ -18,6 +18,9 @@ from ns_splat_plus.model.loss_graphs import LossGraphs, Recording
 from ns_splat_plus.model.ssim import TrainingSSIM
 
 SSIM_LAMBDA = 0.2  # splatfacto's default
+GPU_KERNEL = "triton"
+"""The GPU tests' SSIM: the Triton kernels every install has. Under ``auto`` an installed fused-ssim runs eagerly
+and no graph is recorded (test_a_cuda_training_step_replays_the_loss checks both)."""
 
 
 def _step_inputs(batch: int, height: int, width: int, seed: int, device: str):
@@ -31,7 +34,7 @@ def _step_inputs(batch: int, height: int, width: int, seed: int, device: str):
     return render, alphas, background, gt if batch > 1 else gt[0]
 
 
-def _loss_and_grads(render, alphas, background, gt, graphs):
+def _loss_and_grads(render, alphas, background, gt, graphs, kernel="auto"):
     """The step's loss as the model computes it (:func:`photometric_loss` of its TrainingOutputs), and the
     gradients of the render and alphas."""
     render.grad, alphas.grad = None, None
@@ -39,14 +42,14 @@ def _loss_and_grads(render, alphas, background, gt, graphs):
     outputs = TrainingOutputs(
         render_colors=colors, render_alphas=alphas * 0.9, background=background, batched=gt.dim() == 4
     )
-    ssim = graphs.ssim if isinstance(graphs, LossGraphs) else TrainingSSIM()  # the graphs record their model's
+    ssim = graphs.ssim if isinstance(graphs, LossGraphs) else TrainingSSIM(kernel)  # the graphs record their model's
     loss = photometric_loss(outputs, gt, ssim, SSIM_LAMBDA, graphs=graphs)
     loss.backward()
     return loss.detach().clone(), render.grad.clone(), alphas.grad.clone()
 
 
-def _graphs() -> LossGraphs:
-    return LossGraphs(TrainingSSIM(), SSIM_LAMBDA, reference_photometric_loss)
+def _graphs(kernel="auto") -> LossGraphs:
+    return LossGraphs(TrainingSSIM(kernel), SSIM_LAMBDA, reference_photometric_loss)
 
 
 def test_on_the_cpu_the_loss_is_launched_as_before():
@@ -198,11 +201,11 @@ def test_replays_give_the_eager_loss_and_gradients_bitwise(batch):
     """Each replay against the eager operators on the same inputs, for new inputs each call (the graph copies
     them in), across a change of image size (a second recording) and back to the first size (kept)."""
     _cuda()
-    graphs = _graphs()
+    graphs = _graphs(GPU_KERNEL)
     sizes = [(250, 376), (250, 376), (500, 752), (250, 376)]
     for seed, (height, width) in enumerate(sizes):
         inputs = _step_inputs(batch, height, width, seed=seed, device="cuda")
-        eager = _loss_and_grads(*inputs, graphs=None)
+        eager = _loss_and_grads(*inputs, graphs=None, kernel=GPU_KERNEL)
         replayed = _loss_and_grads(*inputs, graphs=graphs)
         for name, a, b in zip(("loss", "render gradient", "alphas gradient"), eager, replayed):
             assert torch.equal(a, b), f"{name} differs at {height}x{width}, seed {seed}"
@@ -214,10 +217,10 @@ def test_many_image_sizes_stop_the_recordings(monkeypatch):
     _cuda()
     monkeypatch.setattr(loss_graphs, "MAX_RECORDINGS", 2)
     monkeypatch.setattr(loss_graphs, "MAX_GRAPHS", 1)
-    graphs = _graphs()
+    graphs = _graphs(GPU_KERNEL)
     for height in (40, 48, 40):  # the third is a new recording: the first size's graph was let go
         inputs = _step_inputs(1, height, 64, seed=height, device="cuda")
-        eager = _loss_and_grads(*inputs, graphs=None)
+        eager = _loss_and_grads(*inputs, graphs=None, kernel=GPU_KERNEL)
         assert all(torch.equal(a, b) for a, b in zip(eager, _loss_and_grads(*inputs, graphs=graphs)))
     assert graphs.recordings == 2 and graphs.replays == 2
     assert graphs.failure is not None and "many sizes" in graphs.failure and not graphs.graphs
@@ -240,22 +243,28 @@ def test_declined_for_fused_ssim_and_inside_another_recording(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("loss_cuda_graph", [True, False])
-def test_a_cuda_training_step_replays_the_loss(tmp_path, loss_cuda_graph):
+@pytest.mark.parametrize("loss_cuda_graph, kernel", [(True, "auto"), (True, GPU_KERNEL), (False, "auto")])
+def test_a_cuda_training_step_replays_the_loss(tmp_path, loss_cuda_graph, kernel):
     """splat-plus's eager step on CUDA (its default) replays the loss from the graph of its one image size
-    in every step after the warmup's recording, and launches it one operator at a time with the option off."""
+    in every step after the warmup's recording, and launches it one operator at a time with the option off.
+    Under ``auto`` with fused-ssim installed, the loss runs fused-ssim eagerly: no recording, no failure."""
     _cuda()
     config = trainer_config(small_scene(tmp_path / "scene"), tmp_path / "run", steps=30)
     config.machine.device_type = "cuda"
     config.pipeline.model.loss_cuda_graph = loss_cuda_graph
+    config.pipeline.model.ssim_kernel = kernel
     trainer = build_trainer(config)
     try:
         trainer.train()
     finally:
         close_writers()
-    graphs = trainer.pipeline.model.loss_graphs
+    model = trainer.pipeline.model
+    graphs = model.loss_graphs
     if not loss_cuda_graph:
         assert graphs is None
+        return
+    if model.loss_ssim.backend(torch.device("cuda")) == "fused-ssim":
+        assert kernel == "auto" and graphs.failure is None and graphs.recordings == graphs.replays == 0
         return
     assert graphs.failure is None and graphs.recordings == 1
     assert graphs.replays >= 30  # every training step, and the warmup's
