@@ -133,8 +133,8 @@ ONE_COMMIT = {  # the README's scene -> (the report of its four methods at one c
         REPO / "benchmarks" / "2026-11-30-h200x2-four-methods-and-start-up-parts",
     ),
     "plush-dog": (
-        REPO / "benchmarks" / "2026-12-02-h200-plush-dog-four-methods-at-2f2e202" / "results.json",
-        REPO / "benchmarks" / "2026-12-02-h200-plush-dog-four-methods-at-2f2e202",
+        REPO / "benchmarks" / "2026-12-02-h200-plush-dog-four-methods-at-ee87e3b" / "results.json",
+        REPO / "benchmarks" / "2026-12-02-h200-plush-dog-four-methods-at-ee87e3b",
     ),
 }
 ONE_COMMIT_METHODS = {(scene, m): m for scene in ONE_COMMIT for m in METHODS}  # (scene, README row) -> report's
