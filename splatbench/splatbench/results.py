@@ -287,6 +287,12 @@ def discard_timing(record: Dict[str, Any], reason: str) -> None:
     record["timing_note"] = reason
 
 
+def _peak_gib(probes: List[Dict[str, Any]], key: str) -> Optional[float]:
+    """The largest per-step peak under ``key`` over every step of every rank, in GiB (None where none was recorded)."""
+    peaks = [b for p in probes for b in (p.get(key) or []) if b is not None]
+    return bytes_to_gib(max(peaks)) if peaks else None
+
+
 def collect_train(record: Dict[str, Any], probe_path: Path, skip: int) -> None:
     probes = rank_probes(probe_path)
     if not probes:
@@ -305,11 +311,8 @@ def collect_train(record: Dict[str, Any], probe_path: Path, skip: int) -> None:
         record["wall_over_busy"] = wall_over_busy(step_ms, record["gpu_busy_ms"])
         record["gpu_busy"] = gpu_busy
     peaks = [p.get("process_peak_bytes") for p in probes]
-    train_peaks = [max([b for b in (p.get("peak_bytes") or []) if b is not None], default=None) for p in probes]
-    train_peaks = [b for b in train_peaks if b is not None]
-    record["train_peak_gib"] = bytes_to_gib(max(train_peaks)) if train_peaks else None  # max over ranks
-    reserved = [b for p in probes for b in (p.get("reserved_peak_bytes") or []) if b is not None]
-    record["train_reserved_peak_gib"] = bytes_to_gib(max(reserved)) if reserved else None
+    record["train_peak_gib"] = _peak_gib(probes, "peak_bytes")
+    record["train_reserved_peak_gib"] = _peak_gib(probes, "reserved_peak_bytes")
     record["process_peak_gib"] = bytes_to_gib(max([b for b in peaks if b is not None], default=None) or None)
     record["in_training_eval_peak_gib"] = bytes_to_gib(probe.get("in_training_eval_peak_bytes"))
     record["host_peak_rss_gib"] = bytes_to_gib(probe.get("host_peak_rss_bytes"))
